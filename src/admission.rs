@@ -1,0 +1,195 @@
+//! The `admission.k8s.io/v1` AdmissionReview wire format.
+//!
+//! Hand-written rather than kube's `DynamicObject`-based types: the mutations work on plain
+//! `serde_json::Value`s and a review must never fail to parse because of an odd object.
+
+use data_encoding::BASE64;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionReview {
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    pub request: Option<AdmissionRequest>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    pub uid: String,
+    pub kind: GroupVersionKind,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    pub operation: String,
+    #[serde(default)]
+    pub dry_run: bool,
+    #[serde(default)]
+    pub object: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GroupVersionKind {
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+}
+
+/// Why a body is not a usable AdmissionReview (answered with HTTP 400).
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ReviewError {
+    #[error("body is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("body is not an admission.k8s.io/v1 AdmissionReview: {0}")]
+    NotReview(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("AdmissionReview request has no uid")]
+    NoUid,
+}
+
+impl ReviewError {
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Self::NotJson(_) => "not_json",
+            Self::NotReview(_) => "not_review",
+            Self::NoRequest => "no_request",
+            Self::NoUid => "no_uid",
+        }
+    }
+}
+
+/// Parses a review body; every failure says what is wrong.
+pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+    let kind = value.get("kind").and_then(Value::as_str);
+    let api_version = value.get("apiVersion").and_then(Value::as_str);
+    if kind != Some("AdmissionReview") || api_version != Some("admission.k8s.io/v1") {
+        return Err(ReviewError::NotReview(format!(
+            "apiVersion {api_version:?}, kind {kind:?}"
+        )));
+    }
+    let review: AdmissionReview =
+        serde_json::from_value(value).map_err(|e| ReviewError::NotReview(e.to_string()))?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    Ok(request)
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub patch: Option<json_patch::Patch>,
+    pub warnings: Vec<String>,
+    /// Shown to the user when `allowed` is false.
+    pub message: Option<String>,
+}
+
+impl Verdict {
+    pub fn allow(warnings: Vec<String>) -> Self {
+        Self {
+            allowed: true,
+            warnings,
+            ..Self::default()
+        }
+    }
+
+    pub fn deny(message: String, warnings: Vec<String>) -> Self {
+        Self {
+            allowed: false,
+            message: Some(message),
+            warnings,
+            ..Self::default()
+        }
+    }
+
+    pub fn review(&self, uid: &str) -> Value {
+        let mut response = json!({ "uid": uid, "allowed": self.allowed });
+        if let Some(patch) = self.patch.as_ref().filter(|p| !p.0.is_empty()) {
+            let bytes = serde_json::to_vec(patch).expect("a JSON patch always serialises");
+            response["patchType"] = json!("JSONPatch");
+            response["patch"] = json!(BASE64.encode(&bytes));
+        }
+        if !self.warnings.is_empty() {
+            response["warnings"] = json!(self.warnings);
+        }
+        if let Some(message) = &self.message {
+            response["status"] = json!({ "code": 403, "message": message });
+        }
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn review(request: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": request,
+        }))
+        .unwrap()
+    }
+
+    #[rstest]
+    #[case(b"not json".to_vec(), "not_json")]
+    #[case(br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec(), "not_review")]
+    #[case(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1"}"#.to_vec(), "not_review")]
+    #[case(br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}"#.to_vec(), "no_request")]
+    #[case(review(json!({"uid":"", "kind":{"version":"v1","kind":"Pod"}, "operation":"CREATE"})), "no_uid")]
+    #[case(review(json!({"uid":"u", "operation":"CREATE"})), "not_review")]
+    fn bad_reviews_say_why(#[case] body: Vec<u8>, #[case] cause: &str) {
+        assert_eq!(parse_review(&body).unwrap_err().cause(), cause);
+    }
+
+    #[test]
+    fn good_review_parses() {
+        let body = review(json!({
+            "uid": "abc", "kind": {"group":"","version":"v1","kind":"Pod"},
+            "operation": "CREATE", "namespace": "ns", "dryRun": true,
+            "object": {"metadata": {"generateName": "p-"}}
+        }));
+        let r = parse_review(&body).unwrap();
+        assert_eq!(r.uid, "abc");
+        assert!(r.dry_run);
+        assert_eq!(r.name, "");
+    }
+
+    #[test]
+    fn response_has_patch_only_when_there_is_one() {
+        let v = Verdict::allow(vec![]).review("u1");
+        assert_eq!(v["response"]["uid"], "u1");
+        assert!(v["response"].get("patch").is_none());
+        assert!(v["response"].get("warnings").is_none());
+
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op":"add","path":"/a","value":1}])).unwrap();
+        let mut verdict = Verdict::allow(vec!["w".into()]);
+        verdict.patch = Some(patch);
+        let v = verdict.review("u2");
+        assert_eq!(v["response"]["patchType"], "JSONPatch");
+        let decoded = BASE64
+            .decode(v["response"]["patch"].as_str().unwrap().as_bytes())
+            .unwrap();
+        let ops: Value = serde_json::from_slice(&decoded).unwrap();
+        assert_eq!(ops[0]["path"], "/a");
+        assert_eq!(v["response"]["warnings"][0], "w");
+    }
+}

@@ -1,0 +1,53 @@
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::admission::ReviewError;
+
+/// A request that is not a usable AdmissionReview: answered with a JSON error body.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Review(#[from] ReviewError),
+    #[error("content type must be application/json, got {0:?}")]
+    ContentType(String),
+    #[error("request body exceeds {0} bytes")]
+    TooLarge(usize),
+    #[error("timed out reading the request body")]
+    BodyTimeout,
+    #[error("cannot read the request body: {0}")]
+    Body(String),
+    #[error("no such path; the admission endpoint is POST /mutate")]
+    NotFound,
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Review(_) | Self::Body(_) => StatusCode::BAD_REQUEST,
+            Self::ContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::NotFound => StatusCode::NOT_FOUND,
+        }
+    }
+
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Self::Review(e) => e.cause(),
+            Self::ContentType(_) => "content_type",
+            Self::TooLarge(_) => "too_large",
+            Self::BodyTimeout => "body_timeout",
+            Self::Body(_) => "body_read",
+            Self::NotFound => "not_found",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": self.to_string(), "cause": self.cause() });
+        (self.status(), Json(body)).into_response()
+    }
+}

@@ -1,0 +1,104 @@
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tracing::Instrument;
+
+use super::{ApiError, AppState};
+use crate::admission;
+use crate::metrics::RequestLabels;
+use crate::mutate::{self, Outcome};
+use crate::world::World;
+
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound
+}
+
+async fn read_body<W>(state: &AppState<W>, headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type.starts_with("application/json") {
+        return Err(ApiError::ContentType(content_type.into()));
+    }
+    let limited = Limited::new(body, state.max_body_bytes);
+    match tokio::time::timeout(state.body_timeout, limited.collect()).await {
+        Err(_) => Err(ApiError::BodyTimeout),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(ApiError::TooLarge(state.max_body_bytes))
+        }
+        Ok(Err(e)) => Err(ApiError::Body(e.to_string())),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+pub async fn mutate<W: World>(
+    State(state): State<Arc<AppState<W>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let metrics = &state.metrics;
+    let request = match read_body(&state, &headers, body).await {
+        Ok(bytes) => admission::parse_review(&bytes).map_err(ApiError::from),
+        Err(e) => Err(e),
+    };
+    let request = match request {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(cause = e.cause(), error = %e, "rejected a malformed admission request");
+            metrics.error(e.cause());
+            metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    kind: "unknown".into(),
+                    operation: "unknown".into(),
+                    outcome: "bad_request",
+                })
+                .inc();
+            return e.into_response();
+        }
+    };
+    let span = tracing::info_span!(
+        "admission",
+        uid = %request.uid,
+        kind = %request.kind.kind,
+        namespace = %request.namespace,
+        name = %request.name,
+        operation = %request.operation,
+        dry_run = request.dry_run,
+        outcome = tracing::field::Empty,
+        duration_us = tracing::field::Empty,
+    );
+    metrics.in_flight.inc();
+    let admission = mutate::admit(&request, &state.config, state.world.as_ref(), Some(metrics))
+        .instrument(span.clone())
+        .await;
+    metrics.in_flight.dec();
+    let elapsed = started.elapsed();
+    metrics.duration.observe(elapsed.as_secs_f64());
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            kind: request.kind.kind.clone(),
+            operation: request.operation.clone(),
+            outcome: admission.outcome.as_str(),
+        })
+        .inc();
+    span.record("outcome", admission.outcome.as_str());
+    span.record("duration_us", elapsed.as_micros() as u64);
+    span.in_scope(|| match admission.outcome {
+        Outcome::Ignored => tracing::debug!("admitted"),
+        Outcome::Failed(cause) | Outcome::Denied(cause) => {
+            tracing::warn!(cause, warnings = ?admission.verdict.warnings, "admitted")
+        }
+        _ => tracing::info!(warnings = ?admission.verdict.warnings, "admitted"),
+    });
+    Json(admission.verdict.review(&request.uid)).into_response()
+}

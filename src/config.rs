@@ -1,0 +1,309 @@
+//! Feature settings, read from the YAML config file (`--config`).
+//!
+//! Process settings (ports, certificate paths, log format) are CLI flags; see `cli.rs`.
+//! Every field has a default, so an empty file (or none) is a valid config.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Annotation that opts a single object out of every rayshare mutation.
+pub const DEFAULT_OPT_OUT_ANNOTATION: &str = "rayshare.io/skip";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// An object annotated with this key and the value "true" is left unchanged.
+    pub opt_out_annotation: String,
+    pub shared_clusters: SharedClusters,
+    pub pod_groups: PodGroups,
+    pub indices: Indices,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SharedClusters {
+    pub enabled: bool,
+    /// Env vars whose values differ per run; moved from the cluster to the job's runtime env.
+    pub run_scoped_env_names: Vec<String>,
+    pub run_scoped_env_prefixes: Vec<String>,
+    /// Pod-template labels and annotations that differ per run; dropped from the cluster.
+    pub run_scoped_labels: Vec<String>,
+    pub run_scoped_annotations: Vec<String>,
+    /// Job labels copied onto the shared cluster (and so part of its identity).
+    pub copied_job_labels: Vec<String>,
+    /// Force in-tree autoscaling on for shared clusters, with this idle timeout.
+    pub autoscaling: Autoscaling,
+    /// Keep a minimal head-only stand-in `rayClusterSpec` next to the selector, for KubeRay
+    /// run with `--batch-scheduler=volcano` (see README).
+    pub volcano_stand_in_spec: bool,
+    /// Upper bound on the RayCluster create call made during admission.
+    pub create_timeout_ms: u64,
+    /// Deny the RayJob (instead of passing it unchanged) when the cluster cannot be ensured.
+    pub deny_on_error: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Autoscaling {
+    pub enabled: bool,
+    pub idle_timeout_seconds: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PodGroups {
+    pub enabled: bool,
+    /// Pods whose `spec.schedulerName` is one of these get a PodGroup.
+    pub scheduler_names: Vec<String>,
+    /// Queue used when neither the pod nor its namespace names one.
+    pub default_queue: String,
+    /// Owner kinds (`Kind` or `group/Kind`) that bring their own gang scheduling.
+    pub excluded_owner_kinds: Vec<String>,
+    /// Age after which a PodGroup without its pod (and without an owner) is deleted.
+    pub orphan_grace_seconds: u64,
+    /// How often the orphan reconciler runs.
+    pub reconcile_interval_seconds: u64,
+    pub create_timeout_ms: u64,
+    pub deny_on_error: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Indices {
+    pub enabled: bool,
+    /// Also give pods of single-host groups a replica index.
+    pub single_host_replica_index: bool,
+    /// Set `spec.hostname` / `spec.subdomain` from the indices.
+    pub set_hostname: bool,
+    /// Inject `TPU_WORKER_ID`, `TPU_NAME`, `TPU_WORKER_HOSTNAMES` into pods requesting TPUs.
+    pub tpu_env: bool,
+    /// Age after which a claim whose pod never appeared is released.
+    pub claim_grace_seconds: u64,
+    pub reconcile_interval_seconds: u64,
+    pub claim_timeout_ms: u64,
+    pub deny_on_error: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.into(),
+            shared_clusters: SharedClusters::default(),
+            pod_groups: PodGroups::default(),
+            indices: Indices::default(),
+        }
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+impl Default for SharedClusters {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            run_scoped_env_names: strings(&[
+                "RUN_NAME",
+                "ACTION_NAME",
+                "_U_RUN_BASE",
+                "FLYTE_ATTEMPT_NUMBER",
+            ]),
+            run_scoped_env_prefixes: strings(&["FLYTE_INTERNAL_"]),
+            run_scoped_labels: strings(&[
+                "run",
+                "action",
+                "attempt",
+                "flyte.org/run",
+                "flyte.org/action",
+                "flyte.org/is-root",
+            ]),
+            run_scoped_annotations: strings(&[
+                "run",
+                "action",
+                "attempt",
+                "flyte.org/run",
+                "flyte.org/action",
+                "flyte.org/is-root",
+            ]),
+            copied_job_labels: strings(&[
+                "ray.io/scheduler-name",
+                "ray.io/priority-class-name",
+                "volcano.sh/queue-name",
+                "yunikorn.apache.org/queue",
+                "yunikorn.apache.org/app-id",
+            ]),
+            autoscaling: Autoscaling::default(),
+            volcano_stand_in_spec: false,
+            create_timeout_ms: 3000,
+            deny_on_error: false,
+        }
+    }
+}
+
+impl Default for Autoscaling {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            idle_timeout_seconds: 60,
+        }
+    }
+}
+
+impl Default for PodGroups {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            scheduler_names: strings(&["volcano"]),
+            default_queue: "default".into(),
+            excluded_owner_kinds: strings(&[
+                "batch.volcano.sh/Job",
+                "ray.io/RayCluster",
+                "ray.io/RayJob",
+                "kubeflow.org/PyTorchJob",
+                "kubeflow.org/TFJob",
+                "kubeflow.org/MPIJob",
+                "jobset.x-k8s.io/JobSet",
+            ]),
+            orphan_grace_seconds: 120,
+            reconcile_interval_seconds: 30,
+            create_timeout_ms: 3000,
+            deny_on_error: false,
+        }
+    }
+}
+
+impl Default for Indices {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            single_host_replica_index: false,
+            set_hostname: false,
+            tpu_env: false,
+            claim_grace_seconds: 60,
+            reconcile_interval_seconds: 15,
+            claim_timeout_ms: 4000,
+            deny_on_error: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config: field `{field}`: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl Config {
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates; errors name the offending field by its path.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        let de = serde_norway::Deserializer::from_str(text);
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            ConfigError::Invalid {
+                field: if field == "." { "(root)".into() } else { field },
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &str, message: &str| {
+            Err(ConfigError::Invalid {
+                field: field.into(),
+                message: message.into(),
+            })
+        };
+        if self.opt_out_annotation.is_empty() {
+            return invalid("optOutAnnotation", "must not be empty");
+        }
+        let timeouts = [
+            ("sharedClusters.createTimeoutMs", self.shared_clusters.create_timeout_ms),
+            ("podGroups.createTimeoutMs", self.pod_groups.create_timeout_ms),
+            ("indices.claimTimeoutMs", self.indices.claim_timeout_ms),
+        ];
+        for (field, ms) in timeouts {
+            if !(1..=29_000).contains(&ms) {
+                return invalid(field, "must be between 1 and 29000 (inside the webhook timeout)");
+            }
+        }
+        if self.pod_groups.enabled && self.pod_groups.scheduler_names.is_empty() {
+            return invalid("podGroups.schedulerNames", "must name at least one scheduler");
+        }
+        if self.pod_groups.default_queue.is_empty() {
+            return invalid("podGroups.defaultQueue", "must not be empty");
+        }
+        if self.pod_groups.reconcile_interval_seconds == 0 {
+            return invalid("podGroups.reconcileIntervalSeconds", "must be positive");
+        }
+        if self.indices.reconcile_interval_seconds == 0 {
+            return invalid("indices.reconcileIntervalSeconds", "must be positive");
+        }
+        if self
+            .shared_clusters
+            .run_scoped_env_prefixes
+            .iter()
+            .any(String::is_empty)
+        {
+            return invalid(
+                "sharedClusters.runScopedEnvPrefixes",
+                "an empty prefix would match every variable",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(Config::parse("").unwrap(), Config::default());
+        assert_eq!(Config::parse("{}").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn partial_sections_keep_other_defaults() {
+        let c = Config::parse("podGroups:\n  defaultQueue: gpu\n").unwrap();
+        assert_eq!(c.pod_groups.default_queue, "gpu");
+        assert_eq!(c.pod_groups.scheduler_names, vec!["volcano"]);
+        assert!(c.shared_clusters.enabled);
+    }
+
+    #[rstest]
+    #[case("sharedClusters:\n  enabld: true\n", "sharedClusters")]
+    #[case("podGroups:\n  defaultQueue: 3\n  schedulerNames: yes\n", "podGroups.schedulerNames")]
+    #[case("indices:\n  claimTimeoutMs: 0\n", "indices.claimTimeoutMs")]
+    #[case("podGroups:\n  schedulerNames: []\n", "podGroups.schedulerNames")]
+    #[case("sharedClusters:\n  runScopedEnvPrefixes: ['']\n", "sharedClusters.runScopedEnvPrefixes")]
+    #[case("bogus: 1\n", "bogus")]
+    fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
+        let err = Config::parse(text).unwrap_err().to_string();
+        assert!(err.contains(field), "{err} should name {field}");
+    }
+}

@@ -1,0 +1,257 @@
+//! Replica and host indices for multi-host Ray worker pods (pure parts).
+//!
+//! Which slot is free is decided here; which slot a pod *gets* is decided by the API
+//! server (see `kube_world::claim_slot`): a cache cannot make indices unique.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::config::Indices;
+use crate::labels;
+use crate::world::ClusterInfo;
+
+/// A (replica, host) pair within a worker group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot {
+    pub replica: u32,
+    pub host: u32,
+}
+
+/// The lowest replica that still lacks hosts (else the next one), and the lowest free
+/// host in it.
+pub fn next_slot(taken: &BTreeSet<Slot>, hosts: u32) -> Slot {
+    let hosts = hosts.max(1);
+    let mut replica = 0;
+    loop {
+        if let Some(host) = (0..hosts).find(|&host| !taken.contains(&Slot { replica, host })) {
+            return Slot { replica, host };
+        }
+        replica += 1;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Skip(Option<String>),
+    /// Claim a slot of `group` (with `hosts` hosts per replica) for this pod.
+    Claim {
+        cluster: String,
+        group: String,
+        hosts: u32,
+    },
+}
+
+/// Decides whether a pod needs indices. `cluster` is what the cache knows of its RayCluster.
+pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: &str) -> Plan {
+    let label = |k| labels::get(pod, "labels", k);
+    if label(labels::RAY_NODE_TYPE) != Some("worker") {
+        return Plan::Skip(None);
+    }
+    let (Some(cluster_name), Some(group)) = (label(labels::RAY_CLUSTER), label(labels::RAY_GROUP))
+    else {
+        return Plan::Skip(None);
+    };
+    if labels::get(pod, "annotations", opt_out) == Some("true") {
+        return Plan::Skip(Some(format!("rayshare: indices skipped: annotation {opt_out}=true")));
+    }
+    // KubeRay >= 1.5 with RayMultiHostIndexing labelled it already.
+    if label(labels::REPLICA_INDEX).is_some() {
+        return Plan::Skip(None);
+    }
+    let Some(cluster) = cluster else {
+        return Plan::Skip(Some(format!(
+            "rayshare: indices skipped: RayCluster {cluster_name} is not known yet"
+        )));
+    };
+    let Some(&hosts) = cluster.worker_hosts.get(group) else {
+        return Plan::Skip(Some(format!(
+            "rayshare: indices skipped: RayCluster {cluster_name} has no worker group {group}"
+        )));
+    };
+    if hosts <= 1 && !cfg.single_host_replica_index {
+        return Plan::Skip(None);
+    }
+    Plan::Claim {
+        cluster: cluster_name.into(),
+        group: group.into(),
+        hosts,
+    }
+}
+
+/// `<group>-<5 chars>`, derived from the slot so every host of a replica agrees on it
+/// whoever assigned it (KubeRay uses 5 random characters).
+pub fn replica_name(cluster: &str, group: &str, replica: u32) -> String {
+    let hash = Sha256::digest(format!("{cluster}/{group}/{replica}").as_bytes());
+    let suffix = data_encoding::BASE32_NOPAD.encode(&hash)[..5].to_ascii_lowercase();
+    format!("{group}-{suffix}")
+}
+
+pub fn hostname(group: &str, slot: Slot) -> String {
+    format!("{group}-{}-{}", slot.replica, slot.host)
+}
+
+fn requests_tpu(pod: &Value) -> bool {
+    pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            ["requests", "limits"]
+                .iter()
+                .any(|f| c["resources"][f].get("google.com/tpu").is_some())
+        })
+}
+
+/// The pod with its slot's labels (and, per config, hostname and TPU env).
+pub fn apply(pod: &Value, cluster: &str, group: &str, hosts: u32, slot: Slot, cfg: &Indices) -> Value {
+    let mut pod = pod.clone();
+    labels::set(&mut pod, "labels", labels::REPLICA_INDEX, &slot.replica.to_string());
+    if hosts > 1 {
+        labels::set(&mut pod, "labels", labels::HOST_INDEX, &slot.host.to_string());
+        labels::set(
+            &mut pod,
+            "labels",
+            labels::REPLICA_NAME,
+            &replica_name(cluster, group, slot.replica),
+        );
+    }
+    let subdomain = format!("{cluster}-headless");
+    if cfg.set_hostname && hosts > 1 {
+        let spec = &mut pod["spec"];
+        if spec.get("hostname").is_none() {
+            spec["hostname"] = json!(hostname(group, slot));
+        }
+        if spec.get("subdomain").is_none() {
+            spec["subdomain"] = json!(subdomain);
+        }
+    }
+    if cfg.tpu_env && requests_tpu(&pod) {
+        let peers: Vec<String> = (0..hosts)
+            .map(|host| format!("{}.{subdomain}", hostname(group, Slot { replica: slot.replica, host })))
+            .collect();
+        let env = [
+            ("TPU_WORKER_ID", slot.host.to_string()),
+            ("TPU_NAME", format!("{group}-{}", slot.replica)),
+            ("TPU_WORKER_HOSTNAMES", peers.join(",")),
+        ];
+        for container in pod["spec"]["containers"].as_array_mut().into_iter().flatten() {
+            if !requests_tpu(&json!({"spec": {"containers": [container.clone()]}})) {
+                continue;
+            }
+            if !container["env"].is_array() {
+                container["env"] = json!([]);
+            }
+            let vars = container["env"].as_array_mut().expect("just made an array");
+            for (name, value) in &env {
+                if !vars.iter().any(|v| v["name"] == *name) {
+                    vars.push(json!({"name": name, "value": value}));
+                }
+            }
+        }
+    }
+    pod
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn slots(pairs: &[(u32, u32)]) -> BTreeSet<Slot> {
+        pairs.iter().map(|&(replica, host)| Slot { replica, host }).collect()
+    }
+
+    #[rstest]
+    #[case::empty(&[], 4, (0, 0))]
+    #[case::fills_replica(&[(0, 0), (0, 1)], 4, (0, 2))]
+    #[case::gap_in_replica(&[(0, 0), (0, 2)], 4, (0, 1))]
+    #[case::full_replica(&[(0, 0), (0, 1)], 2, (1, 0))]
+    #[case::lowest_lacking_replica(&[(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)], 2, (1, 1))]
+    #[case::deleted_replica_reused(&[(1, 0), (1, 1)], 2, (0, 0))]
+    #[case::single_host(&[(0, 0), (1, 0)], 1, (2, 0))]
+    fn assignment_rule(#[case] taken: &[(u32, u32)], #[case] hosts: u32, #[case] want: (u32, u32)) {
+        let got = next_slot(&slots(taken), hosts);
+        assert_eq!((got.replica, got.host), want);
+    }
+
+    #[test]
+    fn sequential_claims_fill_every_pair_once() {
+        let mut taken = BTreeSet::new();
+        for _ in 0..128 {
+            let s = next_slot(&taken, 4);
+            assert!(taken.insert(s));
+        }
+        assert_eq!(taken.iter().map(|s| s.replica).max(), Some(31));
+    }
+
+    fn worker(labels: Value) -> Value {
+        json!({"metadata": {"generateName": "c-tpu-worker-", "labels": labels},
+               "spec": {"containers": [{"name": "ray-worker", "resources": {"limits": {"google.com/tpu": "4"}}}]}})
+    }
+
+    fn cluster(hosts: u32) -> ClusterInfo {
+        ClusterInfo {
+            worker_hosts: [("tpu".to_string(), hosts)].into(),
+            ..ClusterInfo::default()
+        }
+    }
+
+    #[rstest]
+    #[case::not_ray(json!({}), Some(cluster(4)), false)]
+    #[case::head(json!({"ray.io/node-type": "head", "ray.io/cluster": "c", "ray.io/group": "headgroup"}), Some(cluster(4)), false)]
+    #[case::already(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu", "ray.io/worker-group-replica-index": "0"}), Some(cluster(4)), false)]
+    #[case::single_host(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), Some(cluster(1)), false)]
+    #[case::unknown_cluster(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), None, true)]
+    fn pods_that_need_no_indices(#[case] l: Value, #[case] c: Option<ClusterInfo>, #[case] warns: bool) {
+        match plan(&worker(l), c.as_ref(), &Indices::default(), "rayshare.io/skip") {
+            Plan::Skip(w) => assert_eq!(w.is_some(), warns),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn multi_host_worker_claims() {
+        let pod = worker(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}));
+        let want = Plan::Claim { cluster: "c".into(), group: "tpu".into(), hosts: 4 };
+        assert_eq!(plan(&pod, Some(&cluster(4)), &Indices::default(), "x"), want);
+        let cfg = Indices { single_host_replica_index: true, ..Indices::default() };
+        assert!(matches!(plan(&pod, Some(&cluster(1)), &cfg, "x"), Plan::Claim { hosts: 1, .. }));
+    }
+
+    #[test]
+    fn apply_sets_kuberay_labels_and_peer_env() {
+        let pod = worker(json!({"ray.io/node-type": "worker"}));
+        let cfg = Indices { set_hostname: true, tpu_env: true, ..Indices::default() };
+        let out = apply(&pod, "c", "tpu", 2, Slot { replica: 3, host: 1 }, &cfg);
+        let l = &out["metadata"]["labels"];
+        assert_eq!(l[labels::REPLICA_INDEX], "3");
+        assert_eq!(l[labels::HOST_INDEX], "1");
+        assert_eq!(l[labels::REPLICA_NAME], json!(replica_name("c", "tpu", 3)));
+        assert_eq!(out["spec"]["hostname"], "tpu-3-1");
+        assert_eq!(out["spec"]["subdomain"], "c-headless");
+        let env = &out["spec"]["containers"][0]["env"];
+        assert_eq!(env[0], json!({"name": "TPU_WORKER_ID", "value": "1"}));
+        assert_eq!(env[1], json!({"name": "TPU_NAME", "value": "tpu-3"}));
+        assert_eq!(env[2]["value"], "tpu-3-0.c-headless,tpu-3-1.c-headless");
+    }
+
+    #[test]
+    fn user_env_is_never_overwritten() {
+        let mut pod = worker(json!({}));
+        pod["spec"]["containers"][0]["env"] = json!([{"name": "TPU_WORKER_ID", "value": "mine"}]);
+        let cfg = Indices { tpu_env: true, ..Indices::default() };
+        let out = apply(&pod, "c", "tpu", 2, Slot { replica: 0, host: 1 }, &cfg);
+        let env = out["spec"]["containers"][0]["env"].as_array().unwrap();
+        assert_eq!(env[0]["value"], "mine");
+        assert_eq!(env.iter().filter(|e| e["name"] == "TPU_WORKER_ID").count(), 1);
+    }
+
+    #[test]
+    fn replica_names_are_shared_by_hosts_and_distinct_by_replica() {
+        assert_eq!(replica_name("c", "g", 0), replica_name("c", "g", 0));
+        assert_ne!(replica_name("c", "g", 0), replica_name("c", "g", 1));
+        assert_eq!(replica_name("c", "g", 0).len(), "g-".len() + 5);
+    }
+}

@@ -1,0 +1,59 @@
+//! Label and annotation keys, and helpers to read and write object metadata maps.
+
+use serde_json::{Value, json};
+
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGER: &str = "rayshare";
+
+// rayshare's own keys.
+pub const SHARED_CLUSTER: &str = "rayshare.io/shared-cluster";
+pub const CONFIG_DIGEST: &str = "rayshare.io/config-digest";
+pub const JOB_CLUSTER: &str = "rayshare.io/cluster";
+pub const FOR_POD: &str = "rayshare.io/pod";
+pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
+
+// KubeRay.
+pub const RAY_CLUSTER: &str = "ray.io/cluster";
+pub const RAY_NODE_TYPE: &str = "ray.io/node-type";
+pub const RAY_GROUP: &str = "ray.io/group";
+pub const REPLICA_INDEX: &str = "ray.io/worker-group-replica-index";
+pub const REPLICA_NAME: &str = "ray.io/worker-group-replica-name";
+pub const HOST_INDEX: &str = "ray.io/replica-host-index";
+
+// Volcano and Kueue.
+pub const GROUP_NAME: &str = "scheduling.k8s.io/group-name";
+pub const QUEUE_NAME: &str = "scheduling.volcano.sh/queue-name";
+pub const KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
+
+/// `metadata.<field>[key]` as a string, where `field` is "labels" or "annotations".
+pub fn get<'a>(object: &'a Value, field: &str, key: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.get(key)?.as_str()
+}
+
+/// Sets `metadata.<field>[key]`, creating the maps as needed.
+pub fn set(object: &mut Value, field: &str, key: &str, value: &str) {
+    let metadata = &mut object["metadata"];
+    if !metadata.is_object() {
+        *metadata = json!({});
+    }
+    let map = &mut metadata[field];
+    if !map.is_object() {
+        *map = json!({});
+    }
+    map[key] = json!(value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_creates_missing_maps() {
+        let mut v = json!({});
+        set(&mut v, "labels", "a/b", "c");
+        assert_eq!(get(&v, "labels", "a/b"), Some("c"));
+        let mut v = json!({"metadata": {"labels": null}});
+        set(&mut v, "labels", "x", "y");
+        assert_eq!(get(&v, "labels", "x"), Some("y"));
+    }
+}

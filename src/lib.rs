@@ -1,0 +1,20 @@
+//! rayshare: a Kubernetes mutating admission webhook that puts RayJobs with identical
+//! cluster configs on shared RayClusters, gives Volcano pods their own PodGroups, and
+//! gives multi-host Ray worker pods unique replica/host indices.
+//!
+//! Functional core: `shared_cluster`, `pod_group`, `indices` (pure planners) and
+//! `mutate` (one request, start to finish, against a `World`). Imperative shell: `api`,
+//! `admin`, `server`, `tls`, `kube_world`, `reconcile`.
+
+pub mod admin;
+pub mod admission;
+pub mod api;
+pub mod config;
+pub mod indices;
+pub mod labels;
+pub mod metrics;
+pub mod mutate;
+pub mod pod_group;
+pub mod quantity;
+pub mod shared_cluster;
+pub mod world;

@@ -1,0 +1,114 @@
+//! Prometheus metrics, served in text format on the admin port.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub kind: String,
+    pub operation: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub duration: Histogram,
+    pub patches: Family<KindLabel, Counter>,
+    pub created: Family<KindLabel, Counter>,
+    pub deleted: Family<KindLabel, Counter>,
+    pub reused: Family<KindLabel, Counter>,
+    pub errors: Family<CauseLabel, Counter>,
+    pub cert_reloads: Family<CauseLabel, Counter>,
+    pub in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("rayshare");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "admission_requests",
+            "Admission requests by kind, operation and outcome",
+            requests.clone(),
+        );
+        // 50 µs .. ~3.3 s: the interesting part of a webhook's latency is sub-millisecond.
+        let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+            0.00005, 2.0, 17,
+        ));
+        registry.register(
+            "admission_duration_seconds",
+            "Time to answer an admission request",
+            duration.clone(),
+        );
+        let patches = Family::<KindLabel, Counter>::default();
+        registry.register("patches", "Responses that carried a patch", patches.clone());
+        let created = Family::<KindLabel, Counter>::default();
+        registry.register("objects_created", "Objects created by rayshare", created.clone());
+        let deleted = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "objects_deleted",
+            "Objects deleted by rayshare's reconcilers",
+            deleted.clone(),
+        );
+        let reused = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "objects_reused",
+            "Admissions that found the object they needed already there (creations avoided)",
+            reused.clone(),
+        );
+        let errors = Family::<CauseLabel, Counter>::default();
+        registry.register("errors", "Errors by cause", errors.clone());
+        let cert_reloads = Family::<CauseLabel, Counter>::default();
+        registry.register(
+            "certificate_reloads",
+            "Certificate reloads by result",
+            cert_reloads.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "admission_in_flight",
+            "Admission requests being answered",
+            in_flight.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            duration,
+            patches,
+            created,
+            deleted,
+            reused,
+            errors,
+            cert_reloads,
+            in_flight,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn error(&self, cause: &'static str) {
+        self.errors.get_or_create(&CauseLabel { cause }).inc();
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

@@ -1,0 +1,331 @@
+//! One admission request, start to finish: dispatch on kind, run the pure planners,
+//! carry out their side effects through a [`World`], and build the verdict.
+//!
+//! Shared by the HTTPS server and the offline `rayshare mutate`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::admission::{AdmissionRequest, Verdict};
+use crate::config::Config;
+use crate::metrics::{KindLabel, Metrics};
+use crate::shared_cluster::{self, Existing};
+use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
+use crate::{indices, pod_group};
+
+/// How a request ended, for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not a kind/operation rayshare handles.
+    Ignored,
+    /// Handled, nothing to change.
+    Unchanged,
+    Mutated,
+    /// rayshare could not do its job; the object passes unchanged (or is denied).
+    Failed(&'static str),
+    Denied(&'static str),
+}
+
+impl Outcome {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Ignored => "ignored",
+            Self::Unchanged => "unchanged",
+            Self::Mutated => "mutated",
+            Self::Failed(_) => "failed_open",
+            Self::Denied(_) => "denied",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Admission {
+    pub verdict: Verdict,
+    pub outcome: Outcome,
+    /// The object as it will be stored (for `rayshare mutate`).
+    pub object: Option<Value>,
+    /// Objects rayshare created or found for this request.
+    pub ensured: Vec<Value>,
+}
+
+/// Accumulates one request's changes; each feature either applies fully or not at all.
+struct Work<'a, W: World> {
+    req: &'a AdmissionRequest,
+    cfg: &'a Config,
+    world: &'a W,
+    metrics: Option<&'a Metrics>,
+    namespace: String,
+    object: Value,
+    warnings: Vec<String>,
+    ensured: Vec<Value>,
+    failure: Option<(&'static str, bool)>,
+}
+
+impl<W: World> Work<'_, W> {
+    fn count(&self, family: fn(&Metrics) -> &prometheus_client::metrics::family::Family<KindLabel, prometheus_client::metrics::counter::Counter>, kind: &'static str) {
+        if let Some(m) = self.metrics {
+            family(m).get_or_create(&KindLabel { kind }).inc();
+        }
+    }
+
+    /// Records a failure: a warning, a metric, and (when `deny`) a denial.
+    fn fail(&mut self, cause: &'static str, message: String, deny: bool) {
+        tracing::warn!(cause, %message, "rayshare could not do its job");
+        if let Some(m) = self.metrics {
+            m.error(cause);
+        }
+        self.warnings.push(message);
+        if self.failure.is_none() || deny {
+            self.failure = Some((cause, deny));
+        }
+    }
+
+    async fn create(&self, object: &Value, timeout_ms: u64) -> Result<Created, WorldError> {
+        if self.req.dry_run {
+            return Ok(Created::Created);
+        }
+        self.world.create(object, Duration::from_millis(timeout_ms)).await
+    }
+
+    async fn shared_cluster(&mut self) {
+        let cfg = &self.cfg.shared_clusters;
+        let plan = shared_cluster::plan(&self.object, &self.namespace, cfg, &self.cfg.opt_out_annotation);
+        let rewrite = match plan {
+            Err(why) => {
+                let msg = format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
+                return self.fail("odd_object", msg, cfg.deny_on_error);
+            }
+            Ok(shared_cluster::Plan::Skip(warning)) => {
+                self.warnings.extend(warning);
+                return;
+            }
+            Ok(shared_cluster::Plan::Rewrite(r)) => r,
+        };
+        let classify = |info: Option<ClusterInfo>| match info {
+            None => Existing::Missing,
+            Some(i) if i.managed_by_rayshare && i.digest.as_deref() == Some(&rewrite.digest) => Existing::Same,
+            Some(_) => Existing::Conflict,
+        };
+        let mut existing = classify(self.world.ray_cluster(&self.namespace, &rewrite.name));
+        if existing == Existing::Same {
+            self.count(|m| &m.reused, "RayCluster");
+        }
+        if existing == Existing::Missing {
+            match self.create(&rewrite.cluster, cfg.create_timeout_ms).await {
+                Ok(Created::Created) => {
+                    existing = Existing::Same;
+                    if !self.req.dry_run {
+                        self.count(|m| &m.created, "RayCluster");
+                    }
+                }
+                Ok(Created::Exists(found)) => {
+                    existing = classify(Some(ClusterInfo::from_value(&found)));
+                    self.count(|m| &m.reused, "RayCluster");
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "rayshare: RayJob left unchanged (it gets its own cluster): cannot create shared RayCluster {}: {e}",
+                        rewrite.name
+                    );
+                    return self.fail(e.cause(), msg, cfg.deny_on_error);
+                }
+            }
+        }
+        if existing == Existing::Conflict {
+            let msg = format!(
+                "rayshare: RayJob left unchanged: a RayCluster named {} exists that rayshare did not create for this config",
+                rewrite.name
+            );
+            return self.fail("name_conflict", msg, false);
+        }
+        let rewrite = *rewrite;
+        self.object = rewrite.job;
+        self.warnings.extend(rewrite.warnings);
+        self.ensured.push(rewrite.cluster);
+    }
+
+    async fn indices(&mut self) {
+        let cfg = &self.cfg.indices;
+        let cluster_name = crate::labels::get(&self.object, "labels", crate::labels::RAY_CLUSTER);
+        let info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
+        let (cluster, group, hosts) =
+            match indices::plan(&self.object, info.as_ref(), cfg, &self.cfg.opt_out_annotation) {
+                indices::Plan::Skip(warning) => {
+                    if warning.is_some() && info.is_none() {
+                        if let Some(m) = self.metrics {
+                            m.error("cluster_not_cached");
+                        }
+                    }
+                    self.warnings.extend(warning);
+                    return;
+                }
+                indices::Plan::Claim { cluster, group, hosts } => (cluster, group, hosts),
+            };
+        let request = IndexRequest {
+            namespace: self.namespace.clone(),
+            cluster: cluster.clone(),
+            cluster_uid: info.map(|i| i.uid).unwrap_or_default(),
+            group: group.clone(),
+            hosts,
+            admission_uid: self.req.uid.clone(),
+            dry_run: self.req.dry_run,
+        };
+        match self.world.claim_slot(&request, Duration::from_millis(cfg.claim_timeout_ms)).await {
+            Ok(slot) => {
+                self.object = indices::apply(&self.object, &cluster, &group, hosts, slot, cfg);
+                if !self.req.dry_run {
+                    self.count(|m| &m.created, "IndexClaim");
+                }
+            }
+            Err(e) => {
+                let msg = format!("rayshare: no replica/host indices for this pod: {e}");
+                self.fail(e.cause(), msg, cfg.deny_on_error);
+            }
+        }
+    }
+
+    async fn pod_group(&mut self) {
+        let cfg = &self.cfg.pod_groups;
+        let queue = self.world.namespace_queue(&self.namespace);
+        let plan = pod_group::plan(
+            &self.object,
+            &self.namespace,
+            &self.req.uid,
+            queue.as_deref(),
+            cfg,
+            &self.cfg.opt_out_annotation,
+        );
+        let group = match plan {
+            Err(why) => {
+                let msg = format!("rayshare: no PodGroup for this pod, its shape was not understood: {why}");
+                return self.fail("odd_object", msg, cfg.deny_on_error);
+            }
+            Ok(pod_group::Plan::Skip(warning)) => {
+                self.warnings.extend(warning);
+                return;
+            }
+            Ok(pod_group::Plan::Create(g)) => *g,
+        };
+        match self.create(&group.group, cfg.create_timeout_ms).await {
+            Ok(Created::Created) => {
+                if !self.req.dry_run {
+                    self.count(|m| &m.created, "PodGroup");
+                }
+            }
+            // A retry or reinvocation for the same pod: the group is ours already.
+            Ok(Created::Exists(found))
+                if crate::labels::get(&found, "labels", crate::labels::MANAGED_BY)
+                    == Some(crate::labels::MANAGER) =>
+            {
+                self.count(|m| &m.reused, "PodGroup");
+            }
+            Ok(Created::Exists(_)) => {
+                let msg = format!(
+                    "rayshare: no PodGroup for this pod: a PodGroup named {} exists that rayshare did not create",
+                    group.name
+                );
+                return self.fail("name_conflict", msg, false);
+            }
+            Err(e) => {
+                let msg = format!(
+                    "rayshare: no PodGroup for this pod (Volcano will group it itself): cannot create PodGroup {}: {e}",
+                    group.name
+                );
+                return self.fail(e.cause(), msg, cfg.deny_on_error);
+            }
+        }
+        self.warnings.push(format!("rayshare: in Volcano PodGroup {}", group.name));
+        self.object = group.pod;
+        self.ensured.push(group.group);
+    }
+}
+
+/// Answers one admission request.
+pub async fn admit<W: World>(
+    req: &AdmissionRequest,
+    cfg: &Config,
+    world: &W,
+    metrics: Option<&Metrics>,
+) -> Admission {
+    let gvk = &req.kind;
+    let target = match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
+        ("ray.io", "v1", "RayJob") if cfg.shared_clusters.enabled => Some("RayJob"),
+        ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => Some("Pod"),
+        _ => None,
+    };
+    let (Some(kind), "CREATE", None) = (target, req.operation.as_str(), req.sub_resource.as_deref())
+    else {
+        return Admission {
+            verdict: Verdict::allow(vec![]),
+            outcome: Outcome::Ignored,
+            object: req.object.clone(),
+            ensured: vec![],
+        };
+    };
+    let Some(original) = req.object.as_ref().filter(|o| o.is_object()) else {
+        if let Some(m) = metrics {
+            m.error("no_object");
+        }
+        return Admission {
+            verdict: Verdict::allow(vec!["rayshare: request carried no object; left unchanged".into()]),
+            outcome: Outcome::Failed("no_object"),
+            object: None,
+            ensured: vec![],
+        };
+    };
+    let namespace = Some(req.namespace.as_str())
+        .filter(|n| !n.is_empty())
+        .or(original["metadata"]["namespace"].as_str())
+        .unwrap_or("default")
+        .to_string();
+    let mut work = Work {
+        req,
+        cfg,
+        world,
+        metrics,
+        namespace,
+        object: original.clone(),
+        warnings: vec![],
+        ensured: vec![],
+        failure: None,
+    };
+    match kind {
+        "RayJob" => work.shared_cluster().await,
+        _ => {
+            if cfg.indices.enabled {
+                work.indices().await;
+            }
+            if cfg.pod_groups.enabled {
+                work.pod_group().await;
+            }
+        }
+    }
+    let Work { object, warnings, ensured, failure, .. } = work;
+    if let Some((cause, true)) = failure {
+        return Admission {
+            verdict: Verdict::deny(warnings.join("; "), warnings),
+            outcome: Outcome::Denied(cause),
+            object: Some(original.clone()),
+            ensured,
+        };
+    }
+    let patch = json_patch::diff(original, &object);
+    let mutated = !patch.0.is_empty();
+    if mutated && let Some(m) = metrics {
+        m.patches.get_or_create(&KindLabel { kind }).inc();
+    }
+    let outcome = match (failure, mutated) {
+        (Some((cause, _)), _) => Outcome::Failed(cause),
+        (None, true) => Outcome::Mutated,
+        (None, false) => Outcome::Unchanged,
+    };
+    let mut verdict = Verdict::allow(warnings);
+    verdict.patch = mutated.then_some(patch);
+    Admission {
+        verdict,
+        outcome,
+        object: Some(object),
+        ensured,
+    }
+}

@@ -1,0 +1,215 @@
+//! Shared RayClusters: rewrite a RayJob's embedded cluster into a `clusterSelector`
+//! reference to a hash-named RayCluster (pure; the shell creates the cluster).
+
+pub mod identity;
+pub mod runtime_env;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::SharedClusters;
+use crate::labels;
+
+pub use identity::{cluster_name, digest};
+
+/// What to do with one RayJob.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Leave it unchanged; the reason is a warning for the user when worth telling.
+    Skip(Option<String>),
+    Rewrite(Box<Rewrite>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rewrite {
+    /// The mutated RayJob.
+    pub job: Value,
+    /// The RayCluster to ensure (create when missing).
+    pub cluster: Value,
+    pub name: String,
+    pub digest: String,
+    pub warnings: Vec<String>,
+}
+
+/// What the cache knows about a cluster of the planned name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    Missing,
+    /// rayshare's, with the planned digest: reuse it.
+    Same,
+    /// Someone else's, or rayshare's with another digest: never taken over.
+    Conflict,
+}
+
+pub fn classify_existing(cluster: Option<&Value>, digest: &str) -> Existing {
+    let Some(cluster) = cluster else {
+        return Existing::Missing;
+    };
+    let ours = labels::get(cluster, "labels", labels::MANAGED_BY) == Some(labels::MANAGER);
+    let same = labels::get(cluster, "annotations", labels::CONFIG_DIGEST) == Some(digest);
+    if ours && same {
+        Existing::Same
+    } else {
+        Existing::Conflict
+    }
+}
+
+fn skip(reason: impl Into<String>) -> Result<Plan, String> {
+    Ok(Plan::Skip(Some(reason.into())))
+}
+
+/// Why KubeRay would reject or mishandle this job in selector form, if it would.
+fn selector_form_blocker(job: &Value) -> Option<String> {
+    let spec = &job["spec"];
+    if spec["submissionMode"] == "SidecarMode" {
+        return Some("submissionMode SidecarMode cannot use an existing cluster".into());
+    }
+    if spec["suspend"] == true {
+        return Some("a suspended RayJob cannot use an existing cluster".into());
+    }
+    if spec["backoffLimit"].as_i64().is_some_and(|n| n > 0) {
+        return Some("backoffLimit > 0 cannot use an existing cluster".into());
+    }
+    let deletes = |p: &Value| p == "DeleteCluster" || p == "DeleteWorkers";
+    let strategy = &spec["deletionStrategy"];
+    let rules = strategy["deletionRules"].as_array().into_iter().flatten();
+    if deletes(&strategy["onSuccess"]["policy"])
+        || deletes(&strategy["onFailure"]["policy"])
+        || rules.into_iter().any(|r| deletes(&r["policy"]))
+    {
+        return Some("its deletionStrategy deletes the cluster or its workers".into());
+    }
+    if labels::get(job, "labels", labels::KUEUE_QUEUE).is_some() {
+        return Some("it is managed by Kueue, which ignores jobs on existing clusters".into());
+    }
+    if let Some(manager) = spec["managedBy"].as_str()
+        && manager != "ray.io/kuberay-operator"
+    {
+        return Some(format!("it is managed by {manager}, not KubeRay"));
+    }
+    None
+}
+
+/// Plans the rewrite of a RayJob CREATE. `Err` means the object has a shape rayshare
+/// does not understand (the caller passes it unchanged with a warning).
+pub fn plan(job: &Value, namespace: &str, cfg: &SharedClusters, opt_out: &str) -> Result<Plan, String> {
+    let Some(spec) = job.get("spec").and_then(Value::as_object) else {
+        return Err("RayJob has no spec object".into());
+    };
+    if labels::get(job, "annotations", opt_out) == Some("true") {
+        return skip(format!("rayshare: shared cluster skipped: annotation {opt_out}=true"));
+    }
+    if spec.get("clusterSelector").is_some_and(|s| !s.is_null()) {
+        return Ok(Plan::Skip(None));
+    }
+    let Some(cluster_spec) = spec.get("rayClusterSpec").filter(|s| !s.is_null()) else {
+        return Ok(Plan::Skip(None));
+    };
+    if !cluster_spec.is_object() || cluster_spec.get("headGroupSpec").is_none() {
+        return Err("rayClusterSpec has no headGroupSpec".into());
+    }
+    if let Some(reason) = selector_form_blocker(job) {
+        return skip(format!("rayshare: shared cluster skipped: {reason}"));
+    }
+
+    let mut stripped_spec = cluster_spec.clone();
+    let stripped = identity::strip_run_scoped(&mut stripped_spec, cfg);
+    if cfg.autoscaling.enabled {
+        stripped_spec["enableInTreeAutoscaling"] = json!(true);
+        let options = &mut stripped_spec["autoscalerOptions"];
+        if options.get("idleTimeoutSeconds").is_none() {
+            options["idleTimeoutSeconds"] = json!(cfg.autoscaling.idle_timeout_seconds);
+        }
+    }
+    let copied_labels: Map<String, Value> = cfg
+        .copied_job_labels
+        .iter()
+        .filter_map(|k| Some((k.clone(), json!(labels::get(job, "labels", k)?))))
+        .collect();
+    let digest = identity::digest(&stripped_spec, &copied_labels);
+    let name = identity::cluster_name(&digest);
+
+    let mut warnings = Vec::new();
+    // Literal values travel in the runtime env, the head's first; valueFrom ones stay.
+    let mut carried: Vec<(String, String)> = Vec::new();
+    let mut ordered = stripped.clone();
+    ordered.sort_by_key(|s| !s.on_head);
+    for var in &ordered {
+        match &var.value {
+            Some(value) if !carried.iter().any(|(n, _)| n == &var.name) => {
+                carried.push((var.name.clone(), value.clone()))
+            }
+            Some(_) => {}
+            None => warnings.push(format!(
+                "rayshare: env {} uses valueFrom and stays on the shared cluster; it cannot travel in the job's runtime env",
+                var.name
+            )),
+        }
+    }
+    warnings.dedup();
+
+    let mut cluster_labels = copied_labels.clone();
+    cluster_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
+    cluster_labels.insert(labels::SHARED_CLUSTER.into(), json!("true"));
+    let cluster = json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": cluster_labels,
+            "annotations": { labels::CONFIG_DIGEST: digest },
+        },
+        "spec": stripped_spec,
+    });
+
+    let mut new_job = job.clone();
+    let job_spec = new_job["spec"].as_object_mut().expect("checked above");
+    match stand_in_spec(cluster_spec, cfg) {
+        Some(stand_in) => job_spec.insert("rayClusterSpec".into(), stand_in),
+        None => job_spec.remove("rayClusterSpec"),
+    };
+    job_spec.insert("clusterSelector".into(), json!({ labels::RAY_CLUSTER: name }));
+    job_spec.insert("shutdownAfterJobFinishes".into(), json!(false));
+    job_spec.insert("ttlSecondsAfterFinished".into(), json!(0));
+    if !carried.is_empty() {
+        let current = job_spec.get("runtimeEnvYAML").and_then(Value::as_str);
+        let (yaml, kept) = runtime_env::merge_env_vars(current, &carried)?;
+        job_spec.insert("runtimeEnvYAML".into(), json!(yaml));
+        if !kept.is_empty() {
+            warnings.push(format!(
+                "rayshare: kept your runtime env value for {}",
+                kept.join(", ")
+            ));
+        }
+    }
+    labels::set(&mut new_job, "labels", labels::JOB_CLUSTER, &name);
+    warnings.insert(0, format!("rayshare: runs on shared RayCluster {name}"));
+
+    Ok(Plan::Rewrite(Box::new(Rewrite {
+        job: new_job,
+        cluster,
+        name,
+        digest,
+        warnings,
+    })))
+}
+
+/// A head-only spec with no resources, for KubeRay's Volcano integration: it needs a
+/// spec to be present, and sizes the submitter's gang from it (see README).
+fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {
+    if !cfg.volcano_stand_in_spec {
+        return None;
+    }
+    let head = original.pointer("/headGroupSpec/template/spec/containers/0");
+    let name = head.and_then(|c| c["name"].as_str()).unwrap_or("ray-head");
+    let image = head.and_then(|c| c["image"].as_str()).unwrap_or("rayproject/ray");
+    Some(json!({
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": { "spec": { "containers": [{ "name": name, "image": image }] } },
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+//! What the mutations need from outside: cached knowledge and writes to the API server.
+//!
+//! The server implements it with kube (`kube_world.rs`); `rayshare mutate` and the
+//! in-process tests with [`MemoryWorld`]. Both run the very same `mutate::admit`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::indices::{self, Slot};
+use crate::labels;
+
+/// What rayshare needs to know about a RayCluster.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterInfo {
+    pub uid: String,
+    pub managed_by_rayshare: bool,
+    pub digest: Option<String>,
+    /// `numOfHosts` per worker group (default 1).
+    pub worker_hosts: BTreeMap<String, u32>,
+}
+
+impl ClusterInfo {
+    pub fn from_value(cluster: &Value) -> Self {
+        let worker_hosts = cluster["spec"]["workerGroupSpecs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| {
+                let hosts = g["numOfHosts"].as_u64().unwrap_or(1).clamp(1, u32::MAX as u64);
+                Some((g["groupName"].as_str()?.to_string(), hosts as u32))
+            })
+            .collect();
+        Self {
+            uid: cluster["metadata"]["uid"].as_str().unwrap_or("").into(),
+            managed_by_rayshare: labels::get(cluster, "labels", labels::MANAGED_BY)
+                == Some(labels::MANAGER),
+            digest: labels::get(cluster, "annotations", labels::CONFIG_DIGEST).map(Into::into),
+            worker_hosts,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    Created,
+    /// An object of that name exists; here it is, as the API server has it.
+    Exists(Value),
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum WorldError {
+    #[error("API call timed out")]
+    Timeout,
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("API server unreachable: {0}")]
+    Unreachable(String),
+    #[error("API error: {0}")]
+    Api(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+}
+
+impl WorldError {
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Self::Timeout => "api_timeout",
+            Self::Forbidden(_) => "api_forbidden",
+            Self::Unreachable(_) => "api_unreachable",
+            Self::Api(_) => "api_error",
+            Self::Conflict(_) => "conflict",
+        }
+    }
+}
+
+/// A request for replica/host indices for one pod of a multi-host worker group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexRequest {
+    pub namespace: String,
+    pub cluster: String,
+    pub cluster_uid: String,
+    pub group: String,
+    pub hosts: u32,
+    pub admission_uid: String,
+    pub dry_run: bool,
+}
+
+pub trait World: Send + Sync + 'static {
+    fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo>;
+    fn namespace_queue(&self, namespace: &str) -> Option<String>;
+    /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
+    fn create(
+        &self,
+        object: &Value,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Created, WorldError>> + Send;
+    /// Claims a free (replica, host) slot of a worker group through the API server.
+    fn claim_slot(
+        &self,
+        request: &IndexRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Slot, WorldError>> + Send;
+}
+
+/// An in-memory world: what `rayshare mutate` shows, and what router tests run against.
+#[derive(Default)]
+pub struct MemoryWorld {
+    pub objects: Mutex<HashMap<(String, String, String), Value>>,
+    pub claims: Mutex<BTreeMap<(String, String, String), BTreeSet<Slot>>>,
+    pub namespace_queues: HashMap<String, String>,
+    /// Makes every write fail, as an unreachable API server would.
+    pub fail_writes: Option<WorldError>,
+}
+
+fn key(object: &Value) -> (String, String, String) {
+    let field = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    (
+        field("/kind"),
+        field("/metadata/namespace"),
+        field("/metadata/name"),
+    )
+}
+
+impl MemoryWorld {
+    /// Objects created so far, in a stable order.
+    pub fn created(&self) -> Vec<Value> {
+        let objects = self.objects.lock().expect("not poisoned");
+        let mut out: Vec<_> = objects.iter().collect();
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out.into_iter().map(|(_, v)| v.clone()).collect()
+    }
+}
+
+impl World for MemoryWorld {
+    fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
+        let objects = self.objects.lock().expect("not poisoned");
+        let k = ("RayCluster".to_string(), namespace.to_string(), name.to_string());
+        objects.get(&k).map(ClusterInfo::from_value)
+    }
+
+    fn namespace_queue(&self, namespace: &str) -> Option<String> {
+        self.namespace_queues.get(namespace).cloned()
+    }
+
+    async fn create(&self, object: &Value, _timeout: Duration) -> Result<Created, WorldError> {
+        if let Some(e) = &self.fail_writes {
+            return Err(e.clone());
+        }
+        let mut objects = self.objects.lock().expect("not poisoned");
+        match objects.get(&key(object)) {
+            Some(existing) => Ok(Created::Exists(existing.clone())),
+            None => {
+                objects.insert(key(object), object.clone());
+                Ok(Created::Created)
+            }
+        }
+    }
+
+    async fn claim_slot(&self, r: &IndexRequest, _timeout: Duration) -> Result<Slot, WorldError> {
+        if let Some(e) = &self.fail_writes {
+            return Err(e.clone());
+        }
+        let mut claims = self.claims.lock().expect("not poisoned");
+        let taken = claims
+            .entry((r.namespace.clone(), r.cluster.clone(), r.group.clone()))
+            .or_default();
+        let slot = indices::next_slot(taken, r.hosts);
+        if !r.dry_run {
+            taken.insert(slot);
+        }
+        Ok(slot)
+    }
+}
