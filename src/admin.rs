@@ -28,7 +28,10 @@ pub fn router(health: Arc<Health>, metrics: Arc<Metrics>) -> Router {
 async fn readyz(State(s): State<AdminState>) -> impl IntoResponse {
     match s.health.ready() {
         Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 
@@ -57,7 +60,9 @@ mod tests {
             .await
             .unwrap();
         let status = res.status();
-        let body = axum::body::to_bytes(res.into_body(), 1 << 20).await.unwrap();
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
         (status, String::from_utf8(body.to_vec()).unwrap())
     }
 
@@ -84,7 +89,10 @@ mod tests {
         let r = router(Arc::new(Health::default()), metrics);
         let (code, body) = get(&r, "/metrics").await;
         assert_eq!(code, StatusCode::OK);
-        assert!(body.contains("rayshare_errors_total{cause=\"api_timeout\"} 1"), "{body}");
+        assert!(
+            body.contains("rayshare_errors_total{cause=\"api_timeout\"} 1"),
+            "{body}"
+        );
         assert!(body.contains("# TYPE rayshare_admission_duration_seconds histogram"));
     }
 }

@@ -240,17 +240,29 @@ impl Config {
             return invalid("optOutAnnotation", "must not be empty");
         }
         let timeouts = [
-            ("sharedClusters.createTimeoutMs", self.shared_clusters.create_timeout_ms),
-            ("podGroups.createTimeoutMs", self.pod_groups.create_timeout_ms),
+            (
+                "sharedClusters.createTimeoutMs",
+                self.shared_clusters.create_timeout_ms,
+            ),
+            (
+                "podGroups.createTimeoutMs",
+                self.pod_groups.create_timeout_ms,
+            ),
             ("indices.claimTimeoutMs", self.indices.claim_timeout_ms),
         ];
         for (field, ms) in timeouts {
             if !(1..=29_000).contains(&ms) {
-                return invalid(field, "must be between 1 and 29000 (inside the webhook timeout)");
+                return invalid(
+                    field,
+                    "must be between 1 and 29000 (inside the webhook timeout)",
+                );
             }
         }
         if self.pod_groups.enabled && self.pod_groups.scheduler_names.is_empty() {
-            return invalid("podGroups.schedulerNames", "must name at least one scheduler");
+            return invalid(
+                "podGroups.schedulerNames",
+                "must name at least one scheduler",
+            );
         }
         if self.pod_groups.default_queue.is_empty() {
             return invalid("podGroups.defaultQueue", "must not be empty");
@@ -297,10 +309,16 @@ mod tests {
 
     #[rstest]
     #[case("sharedClusters:\n  enabld: true\n", "sharedClusters")]
-    #[case("podGroups:\n  defaultQueue: 3\n  schedulerNames: yes\n", "podGroups.schedulerNames")]
+    #[case(
+        "podGroups:\n  defaultQueue: 3\n  schedulerNames: yes\n",
+        "podGroups.schedulerNames"
+    )]
     #[case("indices:\n  claimTimeoutMs: 0\n", "indices.claimTimeoutMs")]
     #[case("podGroups:\n  schedulerNames: []\n", "podGroups.schedulerNames")]
-    #[case("sharedClusters:\n  runScopedEnvPrefixes: ['']\n", "sharedClusters.runScopedEnvPrefixes")]
+    #[case(
+        "sharedClusters:\n  runScopedEnvPrefixes: ['']\n",
+        "sharedClusters.runScopedEnvPrefixes"
+    )]
     #[case("bogus: 1\n", "bogus")]
     fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
         let err = Config::parse(text).unwrap_err().to_string();

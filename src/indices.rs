@@ -54,7 +54,9 @@ pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: 
         return Plan::Skip(None);
     };
     if labels::get(pod, "annotations", opt_out) == Some("true") {
-        return Plan::Skip(Some(format!("rayshare: indices skipped: annotation {opt_out}=true")));
+        return Plan::Skip(Some(format!(
+            "rayshare: indices skipped: annotation {opt_out}=true"
+        )));
     }
     // KubeRay >= 1.5 with RayMultiHostIndexing labelled it already.
     if label(labels::REPLICA_INDEX).is_some() {
@@ -105,11 +107,28 @@ fn requests_tpu(pod: &Value) -> bool {
 }
 
 /// The pod with its slot's labels (and, per config, hostname and TPU env).
-pub fn apply(pod: &Value, cluster: &str, group: &str, hosts: u32, slot: Slot, cfg: &Indices) -> Value {
+pub fn apply(
+    pod: &Value,
+    cluster: &str,
+    group: &str,
+    hosts: u32,
+    slot: Slot,
+    cfg: &Indices,
+) -> Value {
     let mut pod = pod.clone();
-    labels::set(&mut pod, "labels", labels::REPLICA_INDEX, &slot.replica.to_string());
+    labels::set(
+        &mut pod,
+        "labels",
+        labels::REPLICA_INDEX,
+        &slot.replica.to_string(),
+    );
     if hosts > 1 {
-        labels::set(&mut pod, "labels", labels::HOST_INDEX, &slot.host.to_string());
+        labels::set(
+            &mut pod,
+            "labels",
+            labels::HOST_INDEX,
+            &slot.host.to_string(),
+        );
         labels::set(
             &mut pod,
             "labels",
@@ -129,14 +148,29 @@ pub fn apply(pod: &Value, cluster: &str, group: &str, hosts: u32, slot: Slot, cf
     }
     if cfg.tpu_env && requests_tpu(&pod) {
         let peers: Vec<String> = (0..hosts)
-            .map(|host| format!("{}.{subdomain}", hostname(group, Slot { replica: slot.replica, host })))
+            .map(|host| {
+                format!(
+                    "{}.{subdomain}",
+                    hostname(
+                        group,
+                        Slot {
+                            replica: slot.replica,
+                            host
+                        }
+                    )
+                )
+            })
             .collect();
         let env = [
             ("TPU_WORKER_ID", slot.host.to_string()),
             ("TPU_NAME", format!("{group}-{}", slot.replica)),
             ("TPU_WORKER_HOSTNAMES", peers.join(",")),
         ];
-        for container in pod["spec"]["containers"].as_array_mut().into_iter().flatten() {
+        for container in pod["spec"]["containers"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
             if !requests_tpu(&json!({"spec": {"containers": [container.clone()]}})) {
                 continue;
             }
@@ -160,7 +194,10 @@ mod tests {
     use rstest::rstest;
 
     fn slots(pairs: &[(u32, u32)]) -> BTreeSet<Slot> {
-        pairs.iter().map(|&(replica, host)| Slot { replica, host }).collect()
+        pairs
+            .iter()
+            .map(|&(replica, host)| Slot { replica, host })
+            .collect()
     }
 
     #[rstest]
@@ -204,8 +241,17 @@ mod tests {
     #[case::already(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu", "ray.io/worker-group-replica-index": "0"}), Some(cluster(4)), false)]
     #[case::single_host(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), Some(cluster(1)), false)]
     #[case::unknown_cluster(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), None, true)]
-    fn pods_that_need_no_indices(#[case] l: Value, #[case] c: Option<ClusterInfo>, #[case] warns: bool) {
-        match plan(&worker(l), c.as_ref(), &Indices::default(), "rayshare.io/skip") {
+    fn pods_that_need_no_indices(
+        #[case] l: Value,
+        #[case] c: Option<ClusterInfo>,
+        #[case] warns: bool,
+    ) {
+        match plan(
+            &worker(l),
+            c.as_ref(),
+            &Indices::default(),
+            "rayshare.io/skip",
+        ) {
             Plan::Skip(w) => assert_eq!(w.is_some(), warns),
             other => panic!("{other:?}"),
         }
@@ -213,18 +259,47 @@ mod tests {
 
     #[test]
     fn multi_host_worker_claims() {
-        let pod = worker(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}));
-        let want = Plan::Claim { cluster: "c".into(), group: "tpu".into(), hosts: 4 };
-        assert_eq!(plan(&pod, Some(&cluster(4)), &Indices::default(), "x"), want);
-        let cfg = Indices { single_host_replica_index: true, ..Indices::default() };
-        assert!(matches!(plan(&pod, Some(&cluster(1)), &cfg, "x"), Plan::Claim { hosts: 1, .. }));
+        let pod = worker(
+            json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}),
+        );
+        let want = Plan::Claim {
+            cluster: "c".into(),
+            group: "tpu".into(),
+            hosts: 4,
+        };
+        assert_eq!(
+            plan(&pod, Some(&cluster(4)), &Indices::default(), "x"),
+            want
+        );
+        let cfg = Indices {
+            single_host_replica_index: true,
+            ..Indices::default()
+        };
+        assert!(matches!(
+            plan(&pod, Some(&cluster(1)), &cfg, "x"),
+            Plan::Claim { hosts: 1, .. }
+        ));
     }
 
     #[test]
     fn apply_sets_kuberay_labels_and_peer_env() {
         let pod = worker(json!({"ray.io/node-type": "worker"}));
-        let cfg = Indices { set_hostname: true, tpu_env: true, ..Indices::default() };
-        let out = apply(&pod, "c", "tpu", 2, Slot { replica: 3, host: 1 }, &cfg);
+        let cfg = Indices {
+            set_hostname: true,
+            tpu_env: true,
+            ..Indices::default()
+        };
+        let out = apply(
+            &pod,
+            "c",
+            "tpu",
+            2,
+            Slot {
+                replica: 3,
+                host: 1,
+            },
+            &cfg,
+        );
         let l = &out["metadata"]["labels"];
         assert_eq!(l[labels::REPLICA_INDEX], "3");
         assert_eq!(l[labels::HOST_INDEX], "1");
@@ -241,11 +316,27 @@ mod tests {
     fn user_env_is_never_overwritten() {
         let mut pod = worker(json!({}));
         pod["spec"]["containers"][0]["env"] = json!([{"name": "TPU_WORKER_ID", "value": "mine"}]);
-        let cfg = Indices { tpu_env: true, ..Indices::default() };
-        let out = apply(&pod, "c", "tpu", 2, Slot { replica: 0, host: 1 }, &cfg);
+        let cfg = Indices {
+            tpu_env: true,
+            ..Indices::default()
+        };
+        let out = apply(
+            &pod,
+            "c",
+            "tpu",
+            2,
+            Slot {
+                replica: 0,
+                host: 1,
+            },
+            &cfg,
+        );
         let env = out["spec"]["containers"][0]["env"].as_array().unwrap();
         assert_eq!(env[0]["value"], "mine");
-        assert_eq!(env.iter().filter(|e| e["name"] == "TPU_WORKER_ID").count(), 1);
+        assert_eq!(
+            env.iter().filter(|e| e["name"] == "TPU_WORKER_ID").count(),
+            1
+        );
     }
 
     #[test]

@@ -1,1 +1,155 @@
-fn main() {}
+use std::io::Read;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use rayshare::api::{self, AppState, Health};
+use rayshare::cli::{CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs};
+use rayshare::config::Config;
+use rayshare::kube_world::KubeWorld;
+use rayshare::metrics::Metrics;
+use rayshare::server::{self, Drain, Listeners};
+use rayshare::tls::{CertFiles, CertStore};
+use rayshare::{admin, certs, logging, offline, reconcile};
+
+fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime");
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Mutate(args) => runtime.block_on(mutate(args)),
+        Command::Certs(args) => make_certs(args),
+    }
+}
+
+fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
+    eprintln!("rayshare: {message}");
+    ExitCode::from(code)
+}
+
+async fn kube_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    if let Err(e) = logging::init(&args.log) {
+        return fail(e, 2);
+    }
+    // Everything that can be wrong with the settings fails here, before listening.
+    let config = match Config::load(args.config.as_deref()) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return fail(e, 2),
+    };
+    let files = CertFiles {
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+    };
+    let certs = match CertStore::load(&files) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("serving certificate: {e}"), 1),
+    };
+    let client = match kube_client(&args).await {
+        Ok(c) => c,
+        Err(e) => return fail(format!("Kubernetes client: {e}"), 1),
+    };
+    let listeners = match Listeners::bind(args.listen, args.admin_listen).await {
+        Ok(l) => l,
+        Err(e) => return fail(format!("cannot listen: {e}"), 1),
+    };
+    let health = Arc::new(Health::default());
+    let metrics = Arc::new(Metrics::default());
+    let world = KubeWorld::start(client.clone(), &config, health.clone());
+    let identity = args
+        .pod_name
+        .clone()
+        .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
+    reconcile::spawn_all(
+        client,
+        config.clone(),
+        metrics.clone(),
+        reconcile::Election {
+            namespace: args.pod_namespace.clone(),
+            identity,
+        },
+    );
+    tokio::spawn(certs.clone().watch(
+        files,
+        Duration::from_secs(args.cert_reload_seconds.max(1)),
+        metrics.clone(),
+    ));
+    let state = Arc::new(AppState {
+        config,
+        world,
+        metrics: metrics.clone(),
+        max_body_bytes: args.max_body_bytes,
+        body_timeout: Duration::from_millis(args.body_timeout_ms),
+    });
+    tracing::info!(listen = %args.listen, admin = %args.admin_listen, "rayshare serving");
+    let result = server::serve(
+        listeners,
+        api::router(state),
+        admin::router(health.clone(), metrics),
+        certs,
+        health,
+        Drain {
+            delay: Duration::from_secs(args.shutdown_delay_seconds),
+            timeout: Duration::from_secs(args.drain_timeout_seconds),
+        },
+        server::signal(),
+    )
+    .await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e, 1),
+    }
+}
+
+async fn mutate(args: MutateArgs) -> ExitCode {
+    let config = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 2),
+    };
+    let mut text = String::new();
+    let read = if args.file.as_os_str() == "-" {
+        std::io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(&args.file).map(|t| text = t)
+    };
+    if let Err(e) = read {
+        return fail(format!("cannot read {}: {e}", args.file.display()), 2);
+    }
+    match offline::run(&text, &args.namespace, &config).await {
+        Ok(results) => {
+            match args.output {
+                Output::Yaml => print!("{}", offline::render_yaml(&results)),
+                Output::Json => println!("{}", offline::render_json(&results)),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e, 1),
+    }
+}
+
+fn make_certs(args: CertsArgs) -> ExitCode {
+    let generated = match certs::generate(&args.hosts) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot generate certificates: {e}"), 1),
+    };
+    if let Err(e) = certs::write(&args.out, &generated) {
+        return fail(format!("cannot write to {}: {e}", args.out.display()), 1);
+    }
+    println!("wrote {}/{{ca.crt,tls.crt,tls.key}}", args.out.display());
+    ExitCode::SUCCESS
+}

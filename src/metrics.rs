@@ -58,7 +58,11 @@ impl Default for Metrics {
         let patches = Family::<KindLabel, Counter>::default();
         registry.register("patches", "Responses that carried a patch", patches.clone());
         let created = Family::<KindLabel, Counter>::default();
-        registry.register("objects_created", "Objects created by rayshare", created.clone());
+        registry.register(
+            "objects_created",
+            "Objects created by rayshare",
+            created.clone(),
+        );
         let deleted = Family::<KindLabel, Counter>::default();
         registry.register(
             "objects_deleted",

@@ -63,7 +63,16 @@ struct Work<'a, W: World> {
 }
 
 impl<W: World> Work<'_, W> {
-    fn count(&self, family: fn(&Metrics) -> &prometheus_client::metrics::family::Family<KindLabel, prometheus_client::metrics::counter::Counter>, kind: &'static str) {
+    fn count(
+        &self,
+        family: fn(
+            &Metrics,
+        ) -> &prometheus_client::metrics::family::Family<
+            KindLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+        kind: &'static str,
+    ) {
         if let Some(m) = self.metrics {
             family(m).get_or_create(&KindLabel { kind }).inc();
         }
@@ -85,15 +94,23 @@ impl<W: World> Work<'_, W> {
         if self.req.dry_run {
             return Ok(Created::Created);
         }
-        self.world.create(object, Duration::from_millis(timeout_ms)).await
+        self.world
+            .create(object, Duration::from_millis(timeout_ms))
+            .await
     }
 
     async fn shared_cluster(&mut self) {
         let cfg = &self.cfg.shared_clusters;
-        let plan = shared_cluster::plan(&self.object, &self.namespace, cfg, &self.cfg.opt_out_annotation);
+        let plan = shared_cluster::plan(
+            &self.object,
+            &self.namespace,
+            cfg,
+            &self.cfg.opt_out_annotation,
+        );
         let rewrite = match plan {
             Err(why) => {
-                let msg = format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
+                let msg =
+                    format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
                 return self.fail("odd_object", msg, cfg.deny_on_error);
             }
             Ok(shared_cluster::Plan::Skip(warning)) => {
@@ -104,7 +121,9 @@ impl<W: World> Work<'_, W> {
         };
         let classify = |info: Option<ClusterInfo>| match info {
             None => Existing::Missing,
-            Some(i) if i.managed_by_rayshare && i.digest.as_deref() == Some(&rewrite.digest) => Existing::Same,
+            Some(i) if i.managed_by_rayshare && i.digest.as_deref() == Some(&rewrite.digest) => {
+                Existing::Same
+            }
             Some(_) => Existing::Conflict,
         };
         let mut existing = classify(self.world.ray_cluster(&self.namespace, &rewrite.name));
@@ -149,19 +168,28 @@ impl<W: World> Work<'_, W> {
         let cfg = &self.cfg.indices;
         let cluster_name = crate::labels::get(&self.object, "labels", crate::labels::RAY_CLUSTER);
         let info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
-        let (cluster, group, hosts) =
-            match indices::plan(&self.object, info.as_ref(), cfg, &self.cfg.opt_out_annotation) {
-                indices::Plan::Skip(warning) => {
-                    if warning.is_some() && info.is_none() {
-                        if let Some(m) = self.metrics {
-                            m.error("cluster_not_cached");
-                        }
-                    }
-                    self.warnings.extend(warning);
-                    return;
+        let (cluster, group, hosts) = match indices::plan(
+            &self.object,
+            info.as_ref(),
+            cfg,
+            &self.cfg.opt_out_annotation,
+        ) {
+            indices::Plan::Skip(warning) => {
+                if warning.is_some()
+                    && info.is_none()
+                    && let Some(m) = self.metrics
+                {
+                    m.error("cluster_not_cached");
                 }
-                indices::Plan::Claim { cluster, group, hosts } => (cluster, group, hosts),
-            };
+                self.warnings.extend(warning);
+                return;
+            }
+            indices::Plan::Claim {
+                cluster,
+                group,
+                hosts,
+            } => (cluster, group, hosts),
+        };
         let request = IndexRequest {
             namespace: self.namespace.clone(),
             cluster: cluster.clone(),
@@ -171,7 +199,11 @@ impl<W: World> Work<'_, W> {
             admission_uid: self.req.uid.clone(),
             dry_run: self.req.dry_run,
         };
-        match self.world.claim_slot(&request, Duration::from_millis(cfg.claim_timeout_ms)).await {
+        match self
+            .world
+            .claim_slot(&request, Duration::from_millis(cfg.claim_timeout_ms))
+            .await
+        {
             Ok(slot) => {
                 self.object = indices::apply(&self.object, &cluster, &group, hosts, slot, cfg);
                 if !self.req.dry_run {
@@ -198,7 +230,9 @@ impl<W: World> Work<'_, W> {
         );
         let group = match plan {
             Err(why) => {
-                let msg = format!("rayshare: no PodGroup for this pod, its shape was not understood: {why}");
+                let msg = format!(
+                    "rayshare: no PodGroup for this pod, its shape was not understood: {why}"
+                );
                 return self.fail("odd_object", msg, cfg.deny_on_error);
             }
             Ok(pod_group::Plan::Skip(warning)) => {
@@ -235,7 +269,8 @@ impl<W: World> Work<'_, W> {
                 return self.fail(e.cause(), msg, cfg.deny_on_error);
             }
         }
-        self.warnings.push(format!("rayshare: in Volcano PodGroup {}", group.name));
+        self.warnings
+            .push(format!("rayshare: in Volcano PodGroup {}", group.name));
         self.object = group.pod;
         self.ensured.push(group.group);
     }
@@ -254,7 +289,8 @@ pub async fn admit<W: World>(
         ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => Some("Pod"),
         _ => None,
     };
-    let (Some(kind), "CREATE", None) = (target, req.operation.as_str(), req.sub_resource.as_deref())
+    let (Some(kind), "CREATE", None) =
+        (target, req.operation.as_str(), req.sub_resource.as_deref())
     else {
         return Admission {
             verdict: Verdict::allow(vec![]),
@@ -268,7 +304,9 @@ pub async fn admit<W: World>(
             m.error("no_object");
         }
         return Admission {
-            verdict: Verdict::allow(vec!["rayshare: request carried no object; left unchanged".into()]),
+            verdict: Verdict::allow(vec![
+                "rayshare: request carried no object; left unchanged".into(),
+            ]),
             outcome: Outcome::Failed("no_object"),
             object: None,
             ensured: vec![],
@@ -301,7 +339,13 @@ pub async fn admit<W: World>(
             }
         }
     }
-    let Work { object, warnings, ensured, failure, .. } = work;
+    let Work {
+        object,
+        warnings,
+        ensured,
+        failure,
+        ..
+    } = work;
     if let Some((cause, true)) = failure {
         return Admission {
             verdict: Verdict::deny(warnings.join("; "), warnings),

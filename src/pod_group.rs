@@ -34,8 +34,13 @@ pub fn plan(
     cfg: &PodGroups,
     opt_out: &str,
 ) -> Result<Plan, String> {
-    let spec = pod.get("spec").filter(|s| s.is_object()).ok_or("pod has no spec")?;
-    let scheduler = spec["schedulerName"].as_str().unwrap_or("default-scheduler");
+    let spec = pod
+        .get("spec")
+        .filter(|s| s.is_object())
+        .ok_or("pod has no spec")?;
+    let scheduler = spec["schedulerName"]
+        .as_str()
+        .unwrap_or("default-scheduler");
     if !cfg.scheduler_names.iter().any(|s| s == scheduler) {
         return Ok(Plan::Skip(None));
     }
@@ -109,7 +114,8 @@ fn is_label_value(s: &str) -> bool {
         && s.len() <= 63
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// The pod's own name; for `generateName` pods, the prefix plus a hash of the admission
@@ -214,7 +220,10 @@ pub fn min_resources(spec: &Value) -> Value {
     }
     max_into(&mut total, &init_floor);
     if let Some(overhead) = spec.get("overhead") {
-        add(&mut total, &container_requests(&json!({"resources": {"requests": overhead}})));
+        add(
+            &mut total,
+            &container_requests(&json!({"resources": {"requests": overhead}})),
+        );
     }
     Value::Object(
         total
@@ -249,11 +258,17 @@ mod tests {
         let p = created(&sample(), None);
         assert!(p.name.starts_with("pod-task-"));
         assert_eq!(p.name.len(), "pod-task-".len() + 10);
-        assert_eq!(p.pod["metadata"]["annotations"][labels::GROUP_NAME], json!(p.name));
+        assert_eq!(
+            p.pod["metadata"]["annotations"][labels::GROUP_NAME],
+            json!(p.name)
+        );
         assert_eq!(p.group["spec"]["queue"], "research");
         assert_eq!(p.group["spec"]["minMember"], 1);
         // init container (2 CPU) beats the app containers' 750m; memory: 1Gi vs 640Mi.
-        assert_eq!(p.group["spec"]["minResources"], json!({"cpu": "2", "memory": "1073741824"}));
+        assert_eq!(
+            p.group["spec"]["minResources"],
+            json!({"cpu": "2", "memory": "1073741824"})
+        );
         assert_eq!(p.group["metadata"]["labels"][labels::FOR_POD], "pod-task");
         assert!(p.group["metadata"].get("ownerReferences").is_none());
     }
@@ -271,7 +286,11 @@ mod tests {
     #[case(Some("pq"), Some("nsq"), "pq")]
     #[case(None, Some("nsq"), "nsq")]
     #[case(None, None, "default")]
-    fn queue_precedence(#[case] pod_q: Option<&str>, #[case] ns_q: Option<&str>, #[case] want: &str) {
+    fn queue_precedence(
+        #[case] pod_q: Option<&str>,
+        #[case] ns_q: Option<&str>,
+        #[case] want: &str,
+    ) {
         let mut pod = sample();
         pod["metadata"]["annotations"] = json!({});
         if let Some(q) = pod_q {
@@ -302,7 +321,10 @@ mod tests {
         pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true, "blockOwnerDeletion": true}]);
         pod["spec"]["priorityClassName"] = json!("high");
         let p = created(&pod, None);
-        assert_eq!(p.group["metadata"]["ownerReferences"], json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true}]));
+        assert_eq!(
+            p.group["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true}])
+        );
         assert_eq!(p.group["spec"]["priorityClassName"], "high");
     }
 

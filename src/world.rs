@@ -30,7 +30,10 @@ impl ClusterInfo {
             .into_iter()
             .flatten()
             .filter_map(|g| {
-                let hosts = g["numOfHosts"].as_u64().unwrap_or(1).clamp(1, u32::MAX as u64);
+                let hosts = g["numOfHosts"]
+                    .as_u64()
+                    .unwrap_or(1)
+                    .clamp(1, u32::MAX as u64);
                 Some((g["groupName"].as_str()?.to_string(), hosts as u32))
             })
             .collect();
@@ -117,7 +120,13 @@ pub struct MemoryWorld {
 }
 
 fn key(object: &Value) -> (String, String, String) {
-    let field = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let field = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     (
         field("/kind"),
         field("/metadata/namespace"),
@@ -138,7 +147,11 @@ impl MemoryWorld {
 impl World for MemoryWorld {
     fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
         let objects = self.objects.lock().expect("not poisoned");
-        let k = ("RayCluster".to_string(), namespace.to_string(), name.to_string());
+        let k = (
+            "RayCluster".to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
         objects.get(&k).map(ClusterInfo::from_value)
     }
 

@@ -19,7 +19,11 @@ pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
-async fn read_body<W>(state: &AppState<W>, headers: &HeaderMap, body: Body) -> Result<bytes::Bytes, ApiError> {
+async fn read_body<W>(
+    state: &AppState<W>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<bytes::Bytes, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

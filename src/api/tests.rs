@@ -1,0 +1,296 @@
+//! The router in process: every kind of answer, no sockets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use data_encoding::BASE64;
+use rstest::rstest;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::{AppState, router};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::world::{MemoryWorld, WorldError};
+
+fn state(world: MemoryWorld, config: Config) -> Arc<AppState<MemoryWorld>> {
+    Arc::new(AppState {
+        config: Arc::new(config),
+        world: Arc::new(world),
+        metrics: Arc::new(Metrics::default()),
+        max_body_bytes: 64 * 1024,
+        body_timeout: Duration::from_secs(1),
+    })
+}
+
+fn sample(name: &str) -> Value {
+    let text = match name {
+        "rayjob" => include_str!("../../deploy/samples/rayjob-run-a.yaml"),
+        "pod" => include_str!("../../deploy/samples/volcano-pod.yaml"),
+        _ => unreachable!(),
+    };
+    serde_norway::from_str(text).unwrap()
+}
+
+fn review(group: &str, version: &str, kind: &str, op: &str, object: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "uid-1", "kind": {"group": group, "version": version, "kind": kind},
+        "operation": op, "namespace": "team", "object": object}})
+}
+
+async fn call(
+    state: Arc<AppState<MemoryWorld>>,
+    method: Method,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Body::from(body))
+        .unwrap();
+    let res = router(state).oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), 1 << 22)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn post(state: Arc<AppState<MemoryWorld>>, body: &Value) -> Value {
+    let (status, v) = call(
+        state,
+        Method::POST,
+        "/mutate",
+        "application/json",
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    v["response"].clone()
+}
+
+fn patch_of(response: &Value) -> Vec<Value> {
+    let Some(p) = response["patch"].as_str() else {
+        return vec![];
+    };
+    serde_json::from_slice(&BASE64.decode(p.as_bytes()).unwrap()).unwrap()
+}
+
+#[rstest]
+#[case::not_json(Method::POST, "/mutate", "application/json", b"{nope".to_vec(), 400, "not_json")]
+#[case::not_review(Method::POST, "/mutate", "application/json", br#"{"kind":"Pod"}"#.to_vec(), 400, "not_review")]
+#[case::no_request(Method::POST, "/mutate", "application/json", br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(), 400, "no_request")]
+#[case::wrong_type(Method::POST, "/mutate", "text/plain", b"{}".to_vec(), 415, "content_type")]
+#[case::too_large(Method::POST, "/mutate", "application/json", vec![b' '; 65 * 1024], 413, "too_large")]
+#[case::unknown_path(Method::POST, "/validate", "application/json", b"{}".to_vec(), 404, "not_found")]
+#[tokio::test]
+async fn bad_requests_get_clear_answers(
+    #[case] method: Method,
+    #[case] path: &str,
+    #[case] content_type: &str,
+    #[case] body: Vec<u8>,
+    #[case] code: u16,
+    #[case] cause: &str,
+) {
+    let s = state(MemoryWorld::default(), Config::default());
+    let (status, v) = call(s.clone(), method, path, content_type, body).await;
+    assert_eq!(status.as_u16(), code);
+    assert_eq!(v["cause"], cause, "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()));
+    if path == "/mutate" {
+        assert!(s.metrics.encode().contains(&format!("cause=\"{cause}\"")));
+    }
+}
+
+#[tokio::test]
+async fn wrong_method_is_405() {
+    let s = state(MemoryWorld::default(), Config::default());
+    let (status, _) = call(s, Method::GET, "/mutate", "application/json", vec![]).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn rayjob_create_is_rewritten_and_its_cluster_created() {
+    let s = state(MemoryWorld::default(), Config::default());
+    let r = post(
+        s.clone(),
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    assert_eq!(r["uid"], "uid-1");
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["patchType"], "JSONPatch");
+    let ops = patch_of(&r);
+    assert!(
+        ops.iter()
+            .any(|o| o["op"] == "remove" && o["path"] == "/spec/rayClusterSpec")
+    );
+    assert!(ops.iter().any(|o| o["path"] == "/spec/clusterSelector"));
+    let created = s.world.created();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0]["kind"], "RayCluster");
+    assert_eq!(created[0]["metadata"]["namespace"], "team");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("shared RayCluster")
+    );
+}
+
+#[tokio::test]
+async fn dry_run_answers_the_patch_and_creates_nothing() {
+    let s = state(MemoryWorld::default(), Config::default());
+    let mut body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
+    body["request"]["dryRun"] = json!(true);
+    let r = post(s.clone(), &body).await;
+    assert!(!patch_of(&r).is_empty());
+    let mut body = review("", "v1", "Pod", "CREATE", sample("pod"));
+    body["request"]["dryRun"] = json!(true);
+    let r = post(s.clone(), &body).await;
+    assert!(!patch_of(&r).is_empty());
+    assert!(s.world.created().is_empty());
+}
+
+#[tokio::test]
+async fn volcano_pod_gets_a_pod_group() {
+    let s = state(MemoryWorld::default(), Config::default());
+    let r = post(s.clone(), &review("", "v1", "Pod", "CREATE", sample("pod"))).await;
+    let ops = patch_of(&r);
+    assert!(
+        ops.iter()
+            .any(|o| o.to_string().contains("scheduling.k8s.io")),
+        "{ops:?}"
+    );
+    assert_eq!(s.world.created()[0]["kind"], "PodGroup");
+}
+
+#[rstest]
+#[case::update(review("ray.io", "v1", "RayJob", "UPDATE", sample("rayjob")))]
+#[case::other_kind(review("apps", "v1", "Deployment", "CREATE", json!({"spec": {}})))]
+#[case::other_version(review("ray.io", "v1alpha1", "RayJob", "CREATE", sample("rayjob")))]
+#[case::plain_pod(review("", "v1", "Pod", "CREATE", json!({"metadata": {"name": "p"}, "spec": {"containers": []}})))]
+#[tokio::test]
+async fn anything_else_passes_unchanged(#[case] body: Value) {
+    let s = state(MemoryWorld::default(), Config::default());
+    let r = post(s.clone(), &body).await;
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none());
+    assert!(s.world.created().is_empty());
+}
+
+#[rstest]
+#[case::rayjob_spec_string(review("ray.io", "v1", "RayJob", "CREATE", json!({"spec": "odd"})))]
+#[case::rayjob_no_object(review("ray.io", "v1", "RayJob", "CREATE", Value::Null))]
+#[case::pod_spec_number(review("", "v1", "Pod", "CREATE", json!({"spec": 3})))]
+#[tokio::test]
+async fn odd_objects_pass_with_a_warning(#[case] body: Value) {
+    let s = state(MemoryWorld::default(), Config::default());
+    let r = post(s.clone(), &body).await;
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none());
+    assert!(!r["warnings"].as_array().unwrap().is_empty());
+    assert!(s.metrics.encode().contains("outcome=\"failed_open\""));
+}
+
+#[rstest]
+#[case::rayjob(review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")))]
+#[case::pod(review("", "v1", "Pod", "CREATE", sample("pod")))]
+#[tokio::test]
+async fn api_failure_fails_open(#[case] body: Value) {
+    let world = MemoryWorld {
+        fail_writes: Some(WorldError::Unreachable("connection refused".into())),
+        ..MemoryWorld::default()
+    };
+    let s = state(world, Config::default());
+    let r = post(s.clone(), &body).await;
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none());
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("connection refused")
+    );
+    assert!(
+        s.metrics
+            .encode()
+            .contains("rayshare_errors_total{cause=\"api_unreachable\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn api_failure_can_deny_when_configured() {
+    let world = MemoryWorld {
+        fail_writes: Some(WorldError::Forbidden("no".into())),
+        ..MemoryWorld::default()
+    };
+    let mut config = Config::default();
+    config.shared_clusters.deny_on_error = true;
+    let s = state(world, config);
+    let r = post(
+        s,
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    assert_eq!(r["allowed"], false);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("forbidden")
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_cluster_of_the_same_name_is_never_taken_over() {
+    let s = state(MemoryWorld::default(), Config::default());
+    let first = post(
+        s.clone(),
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    assert!(first.get("patch").is_some());
+    // Replace the cluster with a foreign one of the same name.
+    {
+        let mut objects = s.world.objects.lock().unwrap();
+        for v in objects.values_mut() {
+            v["metadata"]["labels"] = json!({"owner": "someone-else"});
+        }
+    }
+    let r = post(
+        s,
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    assert!(r.get("patch").is_none());
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("did not create")
+    );
+}
+
+#[tokio::test]
+async fn features_can_be_switched_off() {
+    let mut config = Config::default();
+    config.shared_clusters.enabled = false;
+    config.pod_groups.enabled = false;
+    let s = state(MemoryWorld::default(), config);
+    for body in [
+        review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+        review("", "v1", "Pod", "CREATE", sample("pod")),
+    ] {
+        assert!(post(s.clone(), &body).await.get("patch").is_none());
+    }
+    assert!(s.world.created().is_empty());
+}

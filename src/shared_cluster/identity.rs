@@ -211,7 +211,8 @@ mod tests {
 
     #[test]
     fn worker_group_defaults_only_in_worker_groups() {
-        let with = json!({"workerGroupSpecs": [{"groupName": "g", "numOfHosts": 1, "minReplicas": 0}]});
+        let with =
+            json!({"workerGroupSpecs": [{"groupName": "g", "numOfHosts": 1, "minReplicas": 0}]});
         let without = json!({"workerGroupSpecs": [{"groupName": "g"}]});
         assert_eq!(canonical(&with), canonical(&without));
         let other = json!({"numOfHosts": 1});

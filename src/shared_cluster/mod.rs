@@ -91,12 +91,19 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
 
 /// Plans the rewrite of a RayJob CREATE. `Err` means the object has a shape rayshare
 /// does not understand (the caller passes it unchanged with a warning).
-pub fn plan(job: &Value, namespace: &str, cfg: &SharedClusters, opt_out: &str) -> Result<Plan, String> {
+pub fn plan(
+    job: &Value,
+    namespace: &str,
+    cfg: &SharedClusters,
+    opt_out: &str,
+) -> Result<Plan, String> {
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
         return Err("RayJob has no spec object".into());
     };
     if labels::get(job, "annotations", opt_out) == Some("true") {
-        return skip(format!("rayshare: shared cluster skipped: annotation {opt_out}=true"));
+        return skip(format!(
+            "rayshare: shared cluster skipped: annotation {opt_out}=true"
+        ));
     }
     if spec.get("clusterSelector").is_some_and(|s| !s.is_null()) {
         return Ok(Plan::Skip(None));
@@ -168,7 +175,10 @@ pub fn plan(job: &Value, namespace: &str, cfg: &SharedClusters, opt_out: &str) -
         Some(stand_in) => job_spec.insert("rayClusterSpec".into(), stand_in),
         None => job_spec.remove("rayClusterSpec"),
     };
-    job_spec.insert("clusterSelector".into(), json!({ labels::RAY_CLUSTER: name }));
+    job_spec.insert(
+        "clusterSelector".into(),
+        json!({ labels::RAY_CLUSTER: name }),
+    );
     job_spec.insert("shutdownAfterJobFinishes".into(), json!(false));
     job_spec.insert("ttlSecondsAfterFinished".into(), json!(0));
     if !carried.is_empty() {
@@ -202,7 +212,9 @@ fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {
     }
     let head = original.pointer("/headGroupSpec/template/spec/containers/0");
     let name = head.and_then(|c| c["name"].as_str()).unwrap_or("ray-head");
-    let image = head.and_then(|c| c["image"].as_str()).unwrap_or("rayproject/ray");
+    let image = head
+        .and_then(|c| c["image"].as_str())
+        .unwrap_or("rayproject/ray");
     Some(json!({
         "headGroupSpec": {
             "rayStartParams": {},

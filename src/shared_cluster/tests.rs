@@ -47,7 +47,9 @@ fn real_config_changes_give_another_cluster(#[case] pointer: &str, #[case] value
     let mut job = sample("a");
     let (parent, key) = pointer.rsplit_once('/').unwrap();
     let key = key.replace("~1", "/");
-    let target = job.pointer_mut(parent).unwrap_or_else(|| panic!("{parent}"));
+    let target = job
+        .pointer_mut(parent)
+        .unwrap_or_else(|| panic!("{parent}"));
     if let Some(items) = target.as_array_mut() {
         items[key.parse::<usize>().unwrap()] = value;
     } else {
@@ -64,16 +66,23 @@ fn the_job_is_rewritten_onto_the_selector() {
     assert_eq!(spec["clusterSelector"], json!({"ray.io/cluster": r.name}));
     assert_eq!(spec["shutdownAfterJobFinishes"], json!(false));
     assert_eq!(spec["ttlSecondsAfterFinished"], json!(0));
-    assert_eq!(r.job["metadata"]["labels"]["rayshare.io/cluster"], json!(r.name));
+    assert_eq!(
+        r.job["metadata"]["labels"]["rayshare.io/cluster"],
+        json!(r.name)
+    );
     // Everything else of the job is kept.
     assert_eq!(spec["entrypoint"], sample("a")["spec"]["entrypoint"]);
-    assert_eq!(spec["submitterPodTemplate"], sample("a")["spec"]["submitterPodTemplate"]);
+    assert_eq!(
+        spec["submitterPodTemplate"],
+        sample("a")["spec"]["submitterPodTemplate"]
+    );
 }
 
 #[test]
 fn run_scoped_env_travels_in_the_runtime_env() {
     let r = rewrite(&sample("a"));
-    let env: Value = serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    let env: Value =
+        serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
     assert_eq!(env["pip"][0], "numpy==2.1.0");
     let vars = &env["env_vars"];
     assert_eq!(vars["RUN_NAME"], "a1b2c3");
@@ -98,10 +107,16 @@ fn the_cluster_has_no_run_scoped_parts() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(env, ["LOG_LEVEL", "_F_PN"]);
-    assert_eq!(head["metadata"]["labels"], json!({"project": "flytesnacks", "domain": "development"}));
+    assert_eq!(
+        head["metadata"]["labels"],
+        json!({"project": "flytesnacks", "domain": "development"})
+    );
     let meta = &r.cluster["metadata"];
     assert_eq!(meta["labels"]["app.kubernetes.io/managed-by"], "rayshare");
-    assert_eq!(meta["annotations"]["rayshare.io/config-digest"], json!(r.digest));
+    assert_eq!(
+        meta["annotations"]["rayshare.io/config-digest"],
+        json!(r.digest)
+    );
     assert!(meta.get("ownerReferences").is_none());
     assert!(meta.get("finalizers").is_none());
     assert_eq!(meta["namespace"], "ns");
@@ -112,7 +127,8 @@ fn user_runtime_env_values_win() {
     let mut job = sample("a");
     job["spec"]["runtimeEnvYAML"] = json!("env_vars:\n  RUN_NAME: pinned\n");
     let r = rewrite(&job);
-    let env: Value = serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    let env: Value =
+        serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
     assert_eq!(env["env_vars"]["RUN_NAME"], "pinned");
     assert_eq!(env["env_vars"]["ACTION_NAME"], "a0");
     assert!(r.warnings.iter().any(|w| w.contains("RUN_NAME")));
@@ -121,11 +137,15 @@ fn user_runtime_env_values_win() {
 #[test]
 fn value_from_run_scoped_env_stays_with_a_warning() {
     let mut job = sample("a");
-    job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"][0] =
-        json!({"name": "RUN_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['run']"}}});
+    job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"][0] = json!({"name": "RUN_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['run']"}}});
     let r = rewrite(&job);
-    assert!(r.warnings.iter().any(|w| w.contains("RUN_NAME") && w.contains("valueFrom")));
-    let env: Value = serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("RUN_NAME") && w.contains("valueFrom"))
+    );
+    let env: Value =
+        serde_norway::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
     // The worker's literal value still travels.
     assert_eq!(env["env_vars"]["RUN_NAME"], "a1b2c3");
 }
@@ -173,7 +193,8 @@ fn the_rewritten_job_is_left_alone_on_reinvocation() {
 fn odd_shapes_are_errors(#[case] job: Value) {
     let mut job = job;
     if job["spec"]["rayClusterSpec"]["headGroupSpec"].is_object() {
-        job["spec"]["rayClusterSpec"]["headGroupSpec"] = sample("a")["spec"]["rayClusterSpec"]["headGroupSpec"].clone();
+        job["spec"]["rayClusterSpec"]["headGroupSpec"] =
+            sample("a")["spec"]["rayClusterSpec"]["headGroupSpec"].clone();
     }
     assert!(plan(&job, "ns", &SharedClusters::default(), "rayshare.io/skip").is_err());
 }
@@ -182,16 +203,30 @@ fn odd_shapes_are_errors(#[case] job: Value) {
 fn existing_clusters_are_classified() {
     let r = rewrite(&sample("a"));
     assert_eq!(classify_existing(None, &r.digest), Existing::Missing);
-    assert_eq!(classify_existing(Some(&r.cluster), &r.digest), Existing::Same);
-    assert_eq!(classify_existing(Some(&r.cluster), "other"), Existing::Conflict);
+    assert_eq!(
+        classify_existing(Some(&r.cluster), &r.digest),
+        Existing::Same
+    );
+    assert_eq!(
+        classify_existing(Some(&r.cluster), "other"),
+        Existing::Conflict
+    );
     let foreign = json!({"metadata": {"name": r.name, "annotations": {"rayshare.io/config-digest": r.digest}}});
-    assert_eq!(classify_existing(Some(&foreign), &r.digest), Existing::Conflict);
+    assert_eq!(
+        classify_existing(Some(&foreign), &r.digest),
+        Existing::Conflict
+    );
 }
 
 #[test]
 fn stand_in_spec_is_head_only_without_resources() {
-    let cfg = SharedClusters { volcano_stand_in_spec: true, ..SharedClusters::default() };
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else { panic!() };
+    let cfg = SharedClusters {
+        volcano_stand_in_spec: true,
+        ..SharedClusters::default()
+    };
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else {
+        panic!()
+    };
     let stand_in = &r.job["spec"]["rayClusterSpec"];
     assert!(stand_in.get("workerGroupSpecs").is_none());
     let head = &stand_in["headGroupSpec"]["template"]["spec"]["containers"][0];
@@ -204,8 +239,13 @@ fn stand_in_spec_is_head_only_without_resources() {
 fn autoscaling_can_be_forced_on() {
     let mut cfg = SharedClusters::default();
     cfg.autoscaling.enabled = true;
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else { panic!() };
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else {
+        panic!()
+    };
     assert_eq!(r.cluster["spec"]["enableInTreeAutoscaling"], json!(true));
-    assert_eq!(r.cluster["spec"]["autoscalerOptions"]["idleTimeoutSeconds"], json!(60));
+    assert_eq!(
+        r.cluster["spec"]["autoscalerOptions"]["idleTimeoutSeconds"],
+        json!(60)
+    );
     assert_ne!(r.name, rewrite(&sample("a")).name);
 }

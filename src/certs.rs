@@ -1,0 +1,73 @@
+//! Development certificates: a CA and a serving certificate signed by it.
+
+use std::path::Path;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+pub struct DevCerts {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// A fresh CA and a serving certificate for `hosts` (DNS names or IP addresses).
+pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "rayshare development CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(
+        DnType::CommonName,
+        hosts.first().map(String::as_str).unwrap_or("rayshare"),
+    );
+    params.subject_alt_names = hosts
+        .iter()
+        .map(|h| match h.parse() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => Ok(SanType::DnsName(h.clone().try_into()?)),
+        })
+        .collect::<Result<_, rcgen::Error>>()?;
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(DevCerts {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// Writes `ca.crt`, `tls.crt` and `tls.key` (the names of a `kubernetes.io/tls` Secret).
+pub fn write(dir: &Path, certs: &DevCerts) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("ca.crt"), &certs.ca_pem)?;
+    std::fs::write(dir.join("tls.crt"), &certs.cert_pem)?;
+    std::fs::write(dir.join("tls.key"), &certs.key_pem)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_pair_is_usable_by_rustls() {
+        let c = generate(&["127.0.0.1".into(), "rayshare.rayshare-system.svc".into()]).unwrap();
+        crate::tls::certified_key(c.cert_pem.as_bytes(), c.key_pem.as_bytes()).unwrap();
+        assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    }
+}

@@ -1,0 +1,130 @@
+//! Command-line interface. Process settings are flags (each with an environment alias);
+//! feature settings live in the YAML file named by `--config`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rayshare",
+    version,
+    about = "Shared Ray clusters, Volcano PodGroups and multi-host indices, at admission time"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhook server.
+    Serve(ServeArgs),
+    /// Show what rayshare would do to an object, offline (no cluster needed).
+    Mutate(MutateArgs),
+    /// Write a development CA and serving certificate.
+    Certs(CertsArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log format.
+    #[arg(long, env = "RAYSHARE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info,rayshare=debug`).
+    #[arg(long, env = "RAYSHARE_LOG", default_value = "info")]
+    pub log_level: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// HTTPS address of the admission endpoint (POST /mutate).
+    #[arg(long, env = "RAYSHARE_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Plain-HTTP admin address: /livez, /readyz, /metrics.
+    #[arg(long, env = "RAYSHARE_ADMIN_LISTEN", default_value = "0.0.0.0:8080")]
+    pub admin_listen: SocketAddr,
+    /// PEM certificate chain (reloaded when it changes).
+    #[arg(
+        long,
+        env = "RAYSHARE_TLS_CERT",
+        default_value = "/etc/rayshare/tls/tls.crt"
+    )]
+    pub tls_cert: PathBuf,
+    /// PEM private key (reloaded when it changes).
+    #[arg(
+        long,
+        env = "RAYSHARE_TLS_KEY",
+        default_value = "/etc/rayshare/tls/tls.key"
+    )]
+    pub tls_key: PathBuf,
+    /// How often the certificate files are checked for changes.
+    #[arg(long, env = "RAYSHARE_CERT_RELOAD_SECONDS", default_value_t = 10)]
+    pub cert_reload_seconds: u64,
+    /// YAML feature config; defaults apply when absent.
+    #[arg(long, env = "RAYSHARE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// kubeconfig file; in-cluster config (or $KUBECONFIG) when absent.
+    #[arg(long, env = "RAYSHARE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Largest accepted AdmissionReview body.
+    #[arg(long, env = "RAYSHARE_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Bound on reading a request body.
+    #[arg(long, env = "RAYSHARE_BODY_TIMEOUT_MS", default_value_t = 5000)]
+    pub body_timeout_ms: u64,
+    /// After SIGTERM, keep serving (not ready) this long before closing the listener.
+    #[arg(long, env = "RAYSHARE_SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
+    pub shutdown_delay_seconds: u64,
+    /// Bound on waiting for in-flight requests at shutdown.
+    #[arg(long, env = "RAYSHARE_DRAIN_TIMEOUT_SECONDS", default_value_t = 20)]
+    pub drain_timeout_seconds: u64,
+    /// This replica's identity for leader election (the pod name in a cluster).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// Namespace of the leader-election Lease (rayshare's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "rayshare-system")]
+    pub pod_namespace: String,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct MutateArgs {
+    /// Object (YAML or JSON) or a whole AdmissionReview; `-` reads standard input.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+    /// Namespace when the object names none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// YAML feature config.
+    #[arg(long, env = "RAYSHARE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// `yaml`: the mutated object, then the objects rayshare would create.
+    /// `json`: {"object", "patch", "creates", "warnings"}.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Directory for ca.crt, tls.crt, tls.key.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// DNS name or IP address for the serving certificate (repeatable).
+    #[arg(long = "host", required = true)]
+    pub hosts: Vec<String>,
+}

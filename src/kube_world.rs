@@ -1,0 +1,318 @@
+//! The [`World`] of a running server: reflector caches and API calls through kube.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::api::Health;
+use crate::config::Config;
+use crate::indices::{self, Slot};
+use crate::labels;
+use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
+
+pub fn ray_cluster_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("ray.io", "v1", "RayCluster"),
+        "rayclusters",
+    )
+}
+
+pub fn pod_group_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "PodGroup"),
+        "podgroups",
+    )
+}
+
+pub fn lease_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
+        "leases",
+    )
+}
+
+pub fn ray_job_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"), "rayjobs")
+}
+
+/// Label on index claim Leases.
+pub const INDEX_CLAIM: &str = "rayshare.io/index-claim";
+
+pub struct KubeWorld {
+    client: Client,
+    clusters: Option<Store<DynamicObject>>,
+    namespaces: Option<Store<Namespace>>,
+}
+
+fn to_world_error(e: kube::Error) -> WorldError {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => WorldError::Forbidden(s.message),
+        kube::Error::Api(s) if s.code == 409 => WorldError::Conflict(s.message),
+        kube::Error::Api(s) => WorldError::Api(format!("{} ({})", s.message, s.code)),
+        other => WorldError::Unreachable(other.to_string()),
+    }
+}
+
+fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+async fn bounded<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, WorldError> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| WorldError::Timeout)
+}
+
+impl KubeWorld {
+    /// Starts the caches the enabled features need; `health.caches_synced` flips once
+    /// they have all listed.
+    pub fn start(client: Client, config: &Config, health: Arc<Health>) -> Arc<Self> {
+        let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
+        let need_namespaces = config.pod_groups.enabled;
+
+        let clusters = need_clusters.then(|| {
+            let ar = ray_cluster_resource();
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let writer = reflector::store::Writer::new(ar);
+            let reader = writer.as_reader();
+            let stream = watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|o: &mut DynamicObject| {
+                    // Only identity, labels, annotations and worker groups are read.
+                    o.managed_fields_mut().clear();
+                    o.annotations_mut()
+                        .remove("kubectl.kubernetes.io/last-applied-configuration");
+                    if let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.retain(|k, _| k == "workerGroupSpecs");
+                        for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
+                            if let Some(g) = g.as_object_mut() {
+                                g.retain(|k, _| k == "groupName" || k == "numOfHosts");
+                            }
+                        }
+                    }
+                })
+                .reflect(writer)
+                .applied_objects();
+            tokio::spawn(stream.for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "RayCluster watch error");
+                }
+            }));
+            reader
+        });
+        let namespaces = need_namespaces.then(|| {
+            let api: Api<Namespace> = Api::all(client.clone());
+            let (reader, writer) = reflector::store();
+            let stream = watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|ns: &mut Namespace| {
+                    ns.managed_fields_mut().clear();
+                    ns.spec = None;
+                    ns.status = None;
+                })
+                .reflect(writer)
+                .applied_objects();
+            tokio::spawn(stream.for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "Namespace watch error");
+                }
+            }));
+            reader
+        });
+        let world = Arc::new(Self {
+            client,
+            clusters,
+            namespaces,
+        });
+        let stores = (world.clusters.clone(), world.namespaces.clone());
+        tokio::spawn(async move {
+            if let Some(s) = &stores.0 {
+                let _ = s.wait_until_ready().await;
+            }
+            if let Some(s) = &stores.1 {
+                let _ = s.wait_until_ready().await;
+            }
+            tracing::info!("caches synced");
+            health.caches_synced.store(true, Ordering::Release);
+        });
+        world
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn api_for(&self, object: &Value) -> Result<Api<DynamicObject>, WorldError> {
+        let ar = match object["kind"].as_str() {
+            Some("RayCluster") => ray_cluster_resource(),
+            Some("PodGroup") => pod_group_resource(),
+            Some("Lease") => lease_resource(),
+            other => {
+                return Err(WorldError::Api(format!(
+                    "rayshare cannot create kind {other:?}"
+                )));
+            }
+        };
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
+        Ok(Api::namespaced_with(self.client.clone(), ns, &ar))
+    }
+
+    fn claim_name(r: &IndexRequest, slot: Slot) -> String {
+        let plain = format!(
+            "rayshare-idx-{}-{}-{}-{}",
+            r.cluster, r.group, slot.replica, slot.host
+        );
+        let valid = plain.len() <= 253
+            && plain
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if valid {
+            plain
+        } else {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(format!("{}/{}", r.cluster, r.group).as_bytes());
+            let h = data_encoding::BASE32_NOPAD.encode(&h)[..16].to_ascii_lowercase();
+            format!("rayshare-idx-{h}-{}-{}", slot.replica, slot.host)
+        }
+    }
+
+    /// A claim Lease for one slot, owned by the RayCluster so it goes with it.
+    pub fn claim_object(r: &IndexRequest, slot: Slot) -> Value {
+        let mut metadata = json!({
+            "name": Self::claim_name(r, slot),
+            "namespace": r.namespace,
+            "labels": {
+                labels::MANAGED_BY: labels::MANAGER,
+                INDEX_CLAIM: "true",
+                labels::RAY_CLUSTER: r.cluster,
+                labels::RAY_GROUP: r.group,
+                labels::REPLICA_INDEX: slot.replica.to_string(),
+                labels::HOST_INDEX: slot.host.to_string(),
+            },
+            "annotations": { labels::ADMISSION_UID: r.admission_uid },
+        });
+        if !r.cluster_uid.is_empty() {
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "name": r.cluster, "uid": r.cluster_uid,
+            }]);
+        }
+        json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": { "holderIdentity": r.admission_uid },
+        })
+    }
+
+    async fn taken_slots(
+        &self,
+        r: &IndexRequest,
+        timeout: Duration,
+    ) -> Result<BTreeSet<Slot>, WorldError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &r.namespace, &lease_resource());
+        let selector = format!(
+            "{INDEX_CLAIM}=true,{}={},{}={}",
+            labels::RAY_CLUSTER,
+            r.cluster,
+            labels::RAY_GROUP,
+            r.group
+        );
+        let list = bounded(
+            timeout,
+            api.list_metadata(&ListParams::default().labels(&selector)),
+        )
+        .await?
+        .map_err(to_world_error)?;
+        Ok(list
+            .items
+            .iter()
+            .filter_map(|o| {
+                let l = o.metadata.labels.as_ref()?;
+                Some(Slot {
+                    replica: l.get(labels::REPLICA_INDEX)?.parse().ok()?,
+                    host: l.get(labels::HOST_INDEX)?.parse().ok()?,
+                })
+            })
+            .collect())
+    }
+}
+
+impl World for KubeWorld {
+    fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
+        let store = self.clusters.as_ref()?;
+        let key = ObjectRef::new_with(name, ray_cluster_resource()).within(namespace);
+        let obj = store.get(&key)?;
+        let meta = obj.meta();
+        Some(ClusterInfo::from_value(&json!({
+            "metadata": { "uid": meta.uid, "labels": meta.labels, "annotations": meta.annotations },
+            "spec": obj.data.get("spec"),
+        })))
+    }
+
+    fn namespace_queue(&self, namespace: &str) -> Option<String> {
+        let ns = self.namespaces.as_ref()?.get(&ObjectRef::new(namespace))?;
+        ns.annotations().get(labels::QUEUE_NAME).cloned()
+    }
+
+    async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+        let api = self.api_for(object)?;
+        let dynamic: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
+        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
+            Ok(_) => Ok(Created::Created),
+            Err(e) if is_already_exists(&e) => {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                let existing = bounded(timeout, api.get(name))
+                    .await?
+                    .map_err(to_world_error)?;
+                Ok(Created::Exists(
+                    serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?,
+                ))
+            }
+            Err(e) => Err(to_world_error(e)),
+        }
+    }
+
+    /// Lists the group's claims, then creates the claim of the lowest free slot; the
+    /// API server's name uniqueness makes the create the arbiter. Re-lists on a lost race.
+    async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {
+        let deadline = Instant::now() + timeout;
+        let remaining = || deadline.saturating_duration_since(Instant::now());
+        let mut taken = self.taken_slots(r, remaining()).await?;
+        loop {
+            let slot = indices::next_slot(&taken, r.hosts);
+            if r.dry_run {
+                return Ok(slot);
+            }
+            let claim = Self::claim_object(r, slot);
+            match self.create(&claim, remaining()).await? {
+                Created::Created => return Ok(slot),
+                Created::Exists(_) => {
+                    taken.insert(slot);
+                    let fresh = self.taken_slots(r, remaining()).await?;
+                    taken.extend(fresh);
+                }
+            }
+            if remaining().is_zero() {
+                return Err(WorldError::Timeout);
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `rayshare mutate`: the server's mutation code, run offline against an in-memory world.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::admission::{self, AdmissionRequest, GroupVersionKind};
+use crate::config::Config;
+use crate::mutate;
+use crate::world::MemoryWorld;
+
+/// One input document's result.
+#[derive(Debug)]
+pub struct Mutated {
+    pub object: Value,
+    pub patch: Value,
+    pub creates: Vec<Value>,
+    pub warnings: Vec<String>,
+    pub allowed: bool,
+}
+
+/// Reads every YAML/JSON document of `text` (objects or AdmissionReviews).
+pub fn documents(text: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let value = Value::deserialize(doc).map_err(|e| format!("cannot parse input: {e}"))?;
+        if !value.is_null() {
+            out.push(value);
+        }
+    }
+    Ok(out)
+}
+
+fn request_for(object: &Value, namespace: &str, index: usize) -> Result<AdmissionRequest, String> {
+    if object["kind"] == "AdmissionReview" {
+        let bytes = serde_json::to_vec(object).map_err(|e| e.to_string())?;
+        return admission::parse_review(&bytes).map_err(|e| e.to_string());
+    }
+    let api_version = object["apiVersion"]
+        .as_str()
+        .ok_or("object has no apiVersion")?;
+    let kind = object["kind"].as_str().ok_or("object has no kind")?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or(namespace);
+    let mut object = object.clone();
+    object["metadata"]["namespace"] = json!(namespace);
+    Ok(AdmissionRequest {
+        uid: format!("rayshare-mutate-{index}"),
+        kind: GroupVersionKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        },
+        name: object["metadata"]["name"].as_str().unwrap_or("").into(),
+        namespace: namespace.into(),
+        operation: "CREATE".into(),
+        object: Some(object),
+        ..AdmissionRequest::default()
+    })
+}
+
+/// Runs each document through `mutate::admit`, in order, against one in-memory world
+/// (so a second job of the same config finds the first one's cluster).
+pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mutated>, String> {
+    let world = MemoryWorld::default();
+    let mut results = Vec::new();
+    for (index, doc) in documents(text)?.iter().enumerate() {
+        let request = request_for(doc, namespace, index)?;
+        let before = world.created().len();
+        let admission = mutate::admit(&request, config, &world, None).await;
+        let creates = world.created();
+        let patch = admission
+            .verdict
+            .patch
+            .clone()
+            .map(|p| json!(p))
+            .unwrap_or(json!([]));
+        results.push(Mutated {
+            object: admission.object.unwrap_or(Value::Null),
+            patch,
+            creates: if creates.len() > before {
+                admission.ensured
+            } else {
+                vec![]
+            },
+            warnings: admission.verdict.warnings,
+            allowed: admission.verdict.allowed,
+        });
+    }
+    Ok(results)
+}
+
+pub fn render_yaml(results: &[Mutated]) -> String {
+    let mut out = String::new();
+    for r in results {
+        for w in &r.warnings {
+            out.push_str(&format!("# {w}\n"));
+        }
+        if !r.allowed {
+            out.push_str("# DENIED\n");
+        }
+        out.push_str("---\n");
+        out.push_str(&serde_norway::to_string(&r.object).unwrap_or_default());
+        for c in &r.creates {
+            out.push_str("--- # rayshare would create:\n");
+            out.push_str(&serde_norway::to_string(c).unwrap_or_default());
+        }
+    }
+    out
+}
+
+pub fn render_json(results: &[Mutated]) -> String {
+    let docs: Vec<Value> = results
+        .iter()
+        .map(|r| json!({"object": r.object, "patch": r.patch, "creates": r.creates, "warnings": r.warnings}))
+        .collect();
+    let value = if docs.len() == 1 {
+        docs[0].clone()
+    } else {
+        Value::Array(docs)
+    };
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn two_runs_one_cluster_offline() {
+        let text = [
+            include_str!("../deploy/samples/rayjob-run-a.yaml"),
+            include_str!("../deploy/samples/rayjob-run-b.yaml"),
+        ]
+        .join("\n---\n");
+        let results = run(&text, "demo", &Config::default()).await.unwrap();
+        assert_eq!(results.len(), 2);
+        assert_eq!(
+            results[0].creates.len(),
+            1,
+            "the first job creates the cluster"
+        );
+        assert!(results[1].creates.is_empty(), "the second reuses it");
+        let name = &results[0].creates[0]["metadata"]["name"];
+        assert_eq!(
+            results[1].object["spec"]["clusterSelector"]["ray.io/cluster"],
+            *name
+        );
+        let json = render_json(&results[..1]);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        assert!(
+            v["patch"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|op| op["path"] == "/spec/rayClusterSpec")
+        );
+        assert!(render_yaml(&results).contains("rayshare would create"));
+    }
+
+    #[tokio::test]
+    async fn admission_review_input_is_accepted() {
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+            "namespace": "n", "object": serde_norway::from_str::<Value>(include_str!("../deploy/samples/volcano-pod.yaml")).unwrap()}});
+        let results = run(&review.to_string(), "x", &Config::default())
+            .await
+            .unwrap();
+        assert_eq!(results[0].creates[0]["kind"], "PodGroup");
+        assert_eq!(results[0].creates[0]["metadata"]["namespace"], "n");
+    }
+
+    #[tokio::test]
+    async fn garbage_is_a_clear_error() {
+        assert!(run("kind: [", "x", &Config::default()).await.is_err());
+        assert!(
+            run("a: 1", "x", &Config::default())
+                .await
+                .unwrap_err()
+                .contains("apiVersion")
+        );
+    }
+}

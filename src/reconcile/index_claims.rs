@@ -1,0 +1,82 @@
+//! Releases index claims whose pod never appeared or is gone, so their slots are reused.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+
+use super::{age, delete_exact};
+use crate::config::Indices;
+use crate::kube_world::{INDEX_CLAIM, lease_resource};
+use crate::labels;
+use crate::metrics::Metrics;
+
+pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
+    if let Err(e) = try_pass(client, cfg, metrics).await {
+        tracing::warn!(error = %e, "index claim reconcile pass failed");
+        metrics.error("reconcile_list");
+    }
+}
+
+type SlotKey = (String, String, String, String, String);
+
+fn slot_key(
+    namespace: Option<&String>,
+    l: &std::collections::BTreeMap<String, String>,
+) -> Option<SlotKey> {
+    Some((
+        namespace?.clone(),
+        l.get(labels::RAY_CLUSTER)?.clone(),
+        l.get(labels::RAY_GROUP)?.clone(),
+        l.get(labels::REPLICA_INDEX)?.clone(),
+        l.get(labels::HOST_INDEX)
+            .cloned()
+            .unwrap_or_else(|| "0".into()),
+    ))
+}
+
+async fn try_pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(), kube::Error> {
+    let resource = lease_resource();
+    let leases: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let grace = Duration::from_secs(cfg.claim_grace_seconds);
+    let claims: Vec<_> = leases
+        .list_metadata(&ListParams::default().labels(&format!("{INDEX_CLAIM}=true")))
+        .await?
+        .items
+        .into_iter()
+        .filter(|c| age(&c.metadata) > grace)
+        .collect();
+    if claims.is_empty() {
+        return Ok(());
+    }
+    let pods: Api<Pod> = Api::all(client.clone());
+    let selector = format!("{}=worker,{}", labels::RAY_NODE_TYPE, labels::REPLICA_INDEX);
+    let held: HashSet<SlotKey> = pods
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .filter_map(|p| slot_key(p.metadata.namespace.as_ref(), p.metadata.labels.as_ref()?))
+        .collect();
+    for claim in claims {
+        let key = claim
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| slot_key(claim.metadata.namespace.as_ref(), l));
+        if key.is_some_and(|k| !held.contains(&k)) {
+            delete_exact(
+                client,
+                &resource,
+                &claim,
+                "IndexClaim",
+                "no pod holds its slot",
+                metrics,
+            )
+            .await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Serving certificates that rotate without a restart.
+//!
+//! The resolver hands every handshake the current pair from an `ArcSwap`. A poller
+//! re-reads the files by path (following symlinks) and swaps in a new pair when the
+//! bytes change; Kubernetes' Secret-volume update swaps a `..data` symlink, which an
+//! inotify watch on the old inodes would miss. A broken pair keeps the old one in service.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rustls::ServerConfig;
+use rustls::crypto::ring::sign::any_supported_type;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
+
+use crate::metrics::{CauseLabel, Metrics};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Parses a PEM chain and key and checks that they belong together.
+pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| TlsError::Invalid(format!("certificate PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(TlsError::Invalid(
+            "no certificate in the certificate file".into(),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| TlsError::Invalid(format!("private key PEM: {e}")))?;
+    let signing_key =
+        any_supported_type(&key).map_err(|e| TlsError::Invalid(format!("private key: {e}")))?;
+    let certified = CertifiedKey::new(chain, signing_key);
+    certified
+        .keys_match()
+        .map_err(|e| TlsError::Invalid(format!("certificate and key do not match: {e}")))?;
+    Ok(certified)
+}
+
+/// The current serving pair, swapped atomically on reload.
+#[derive(Debug)]
+pub struct CertStore {
+    current: ArcSwap<CertifiedKey>,
+    fingerprint: ArcSwap<[u8; 32]>,
+}
+
+fn fingerprint(cert: &[u8], key: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(cert);
+    h.update([0]);
+    h.update(key);
+    h.finalize().into()
+}
+
+impl CertStore {
+    pub fn load(files: &CertFiles) -> Result<Arc<Self>, TlsError> {
+        let (cert, key) = (read(&files.cert)?, read(&files.key)?);
+        let pair = certified_key(&cert, &key)?;
+        Ok(Arc::new(Self {
+            current: ArcSwap::from_pointee(pair),
+            fingerprint: ArcSwap::from_pointee(fingerprint(&cert, &key)),
+        }))
+    }
+
+    /// Re-reads the files; swaps when they changed and are valid. `Ok(true)` if swapped.
+    pub fn reload(&self, files: &CertFiles) -> Result<bool, TlsError> {
+        let (cert, key) = (read(&files.cert)?, read(&files.key)?);
+        let print = fingerprint(&cert, &key);
+        if **self.fingerprint.load() == print {
+            return Ok(false);
+        }
+        let pair = certified_key(&cert, &key)?;
+        self.current.store(Arc::new(pair));
+        self.fingerprint.store(Arc::new(print));
+        Ok(true)
+    }
+
+    /// Polls the files forever (cancel by dropping the task).
+    pub async fn watch(self: Arc<Self>, files: CertFiles, every: Duration, metrics: Arc<Metrics>) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let cause = match self.reload(&files) {
+                Ok(false) => continue,
+                Ok(true) => {
+                    tracing::info!(cert = %files.cert.display(), "serving certificate reloaded");
+                    "reloaded"
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "new serving certificate rejected; keeping the old one");
+                    metrics.error("cert_reload");
+                    "rejected"
+                }
+            };
+            metrics
+                .cert_reloads
+                .get_or_create(&CauseLabel { cause })
+                .inc();
+        }
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current.load_full())
+    }
+}
+
+/// TLS 1.2 and 1.3, ALPN h2 then http/1.1 (kube-apiserver's client speaks HTTP/2).
+pub fn server_config(store: Arc<CertStore>) -> Arc<ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_no_client_auth()
+        .with_cert_resolver(store);
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(config)
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Checks the rayshare Helm chart:
+#   - `helm lint --strict` in each certificate mode;
+#   - `helm template` in each mode (selfSigned, certManager, provided) and in a few other
+#     configurations, each strictly decoded and cross-checked by tests/tools/chartcheck
+#     (ServiceAccount/RBAC/Service/Deployment/webhook fit together, certificates verify,
+#     the webhook's CEL matchConditions are evaluated against sample RayJobs and pods);
+#   - values that must be refused are refused;
+#   - the README's values table matches values.yaml;
+#   - deploy/manifests/rayshare.yaml equals a fresh render.
+#
+#   tests/tools/check-chart.sh            check
+#   tests/tools/check-chart.sh --update   regenerate deploy/manifests/rayshare.yaml and the
+#                                         README values table, then check
+#
+# deploy/manifests/rayshare.yaml is rendered with certs.mode=certManager: selfSigned mode
+# generates a random CA and key at every render, so its output is neither reproducible nor
+# fit to commit (it would publish a private key). The certManager render is deterministic,
+# so the comparison is exact.
+set -euo pipefail
+
+update=0
+case "${1:-}" in
+  "") ;;
+  --update) update=1 ;;
+  *) echo "usage: $0 [--update]" >&2; exit 2 ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+chart=charts/rayshare
+manifest=deploy/manifests/rayshare.yaml
+
+log() { echo "check-chart: $*" >&2; }
+fail() { echo "check-chart: FAIL: $*" >&2; exit 1; }
+
+helm="$(tests/tools/build-helm.sh)"
+helm_version="$("$helm" version --short)"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+log "building chartcheck"
+(cd tests/tools/chartcheck && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off go build -o "$work/chartcheck" .) \
+  || fail "cannot build tests/tools/chartcheck"
+chartcheck="$work/chartcheck"
+
+# A throwaway CA bundle for `provided` mode (any base64 text will do for rendering).
+dummy_ca="$(printf -- '-----BEGIN CERTIFICATE-----\nZHVtbXk=\n-----END CERTIFICATE-----\n' | base64 | tr -d '\n')"
+mode_args() {
+  case "$1" in
+    selfSigned) echo "--set certs.mode=selfSigned" ;;
+    certManager) echo "--set certs.mode=certManager" ;;
+    provided) echo "--set certs.mode=provided --set certs.existingSecret=rayshare-tls-provided --set certs.caBundle=$dummy_ca" ;;
+  esac
+}
+
+# 1. lint
+for mode in selfSigned certManager provided; do
+  log "helm lint --strict ($mode)"
+  # shellcheck disable=SC2046
+  "$helm" lint --strict "$chart" --namespace rayshare-system $(mode_args "$mode") >"$work/lint.out" 2>&1 \
+    || { cat "$work/lint.out" >&2; fail "helm lint ($mode)"; }
+done
+
+# 2. renders: "name|release|namespace|mode|helm args"
+renders=(
+  "selfSigned|rayshare|rayshare-system|selfSigned|"
+  "certManager|rayshare|rayshare-system|certManager|"
+  "provided|rayshare|rayshare-system|provided|"
+  "certManager-issuerRef|rayshare|rayshare-system|certManager|--set certs.certManager.issuerRef.name=corp-ca --set certs.certManager.issuerRef.kind=ClusterIssuer"
+  "other-release|team-hooks|platform|selfSigned|--set replicaCount=1 --set serviceMonitor.enabled=true --set priorityClassName=high --set image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  "pods-only|rayshare|rayshare-system|selfSigned|--set config.sharedClusters.enabled=false --set config.indices.enabled=false --set config.podGroups.schedulerNames={volcano,kai-scheduler}"
+  "rayjobs-and-indices|rayshare|rayshare-system|selfSigned|--set config.podGroups.enabled=false --set webhook.failurePolicy=Fail --set webhook.reinvocationPolicy=Never"
+)
+for r in "${renders[@]}"; do
+  IFS='|' read -r name release ns mode extra <<<"$r"
+  log "helm template: $name"
+  out="$work/render-$name.yaml"
+  # shellcheck disable=SC2046,SC2086
+  "$helm" template "$release" "$chart" --namespace "$ns" $(mode_args "$mode") $extra >"$out" \
+    || fail "helm template ($name)"
+  ca_args=()
+  [[ "$mode" == provided ]] && ca_args=(-ca-bundle "$dummy_ca")
+  "$chartcheck" manifests -release "$release" -namespace "$ns" -mode "$mode" "${ca_args[@]}" "$out" \
+    || fail "rendered manifests ($name)"
+done
+
+# The webhook alone, as the e2e harness takes it.
+"$helm" template rayshare "$chart" -n rayshare-system --show-only templates/webhook.yaml >"$work/webhook.yaml" \
+  || fail "--show-only templates/webhook.yaml"
+[[ "$(grep -c '^kind: MutatingWebhookConfiguration$' "$work/webhook.yaml")" == 1 &&
+   "$(grep -c '^kind:' "$work/webhook.yaml")" == 1 ]] \
+  || fail "--show-only templates/webhook.yaml must render exactly one MutatingWebhookConfiguration"
+
+# 3. values that must be refused: "name|helm args"
+refusals=(
+  "unknown cert mode|--set certs.mode=bogus"
+  "provided without a Secret|--set certs.mode=provided"
+  "unknown config key|--set config.podGroups.bogus=1"
+  "config timeout beyond the webhook timeout|--set webhook.timeoutSeconds=3"
+  "webhook timeout above 30s|--set webhook.timeoutSeconds=31"
+  "drain longer than the grace period|--set drainTimeoutSeconds=30"
+  "every feature off|--set config.sharedClusters.enabled=false --set config.podGroups.enabled=false --set config.indices.enabled=false"
+  "bad failurePolicy|--set webhook.failurePolicy=Maybe"
+)
+for r in "${refusals[@]}"; do
+  IFS='|' read -r name extra <<<"$r"
+  # shellcheck disable=SC2086
+  if "$helm" template rayshare "$chart" -n rayshare-system $extra >/dev/null 2>"$work/refusal.err"; then
+    fail "values not refused: $name ($extra)"
+  fi
+done
+log "${#refusals[@]} bad value sets refused"
+
+# 4. README values table
+readme_args=()
+[[ $update == 1 ]] && readme_args=(-write)
+"$chartcheck" readme "${readme_args[@]}" "$chart/values.yaml" "$chart/README.md" || fail "README values table"
+
+# 5. deploy/manifests/rayshare.yaml
+render_manifest() {
+  cat <<'EOF'
+# rayshare for kubectl users:  kubectl apply -f deploy/manifests/rayshare.yaml
+#
+# GENERATED, do not edit: tests/tools/check-chart.sh --update renders it as
+#   helm template rayshare charts/rayshare --namespace rayshare-system --set certs.mode=certManager
+# plus the Namespace below.
+#
+# Certificates come from cert-manager (certs.mode=certManager), which must be installed with
+# its CA injector. The chart's default mode (selfSigned) generates a random CA and private key
+# at every render: a committed copy would publish that key, and the file could not be
+# checked against a fresh render. Use the Helm chart for the selfSigned or provided modes.
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: rayshare-system
+  labels:
+    app.kubernetes.io/part-of: rayshare
+    pod-security.kubernetes.io/enforce: restricted
+EOF
+  "$helm" template rayshare "$chart" --namespace rayshare-system --set certs.mode=certManager
+}
+render_manifest >"$work/manifest.yaml" || fail "rendering $manifest"
+"$chartcheck" manifests -mode certManager "$work/manifest.yaml" || fail "$manifest render"
+if [[ $update == 1 ]]; then
+  mkdir -p "$(dirname "$manifest")"
+  cp "$work/manifest.yaml" "$manifest"
+  log "wrote $manifest"
+fi
+if ! diff -u "$manifest" "$work/manifest.yaml" >"$work/manifest.diff" 2>&1; then
+  head -40 "$work/manifest.diff" >&2
+  fail "$manifest is out of date (run tests/tools/check-chart.sh --update)"
+fi
+
+echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, README table and $manifest up to date"
