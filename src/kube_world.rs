@@ -172,6 +172,18 @@ impl KubeWorld {
         Ok(Api::namespaced_with(self.client.clone(), ns, &ar))
     }
 
+    /// `Ok(false)` when an object of that name already exists.
+    async fn try_create(&self, object: &Value, timeout: Duration) -> Result<bool, WorldError> {
+        let api = self.api_for(object)?;
+        let dynamic: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
+        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
+            Ok(_) => Ok(true),
+            Err(e) if is_already_exists(&e) => Ok(false),
+            Err(e) => Err(to_world_error(e)),
+        }
+    }
+
     fn claim_name(r: &IndexRequest, slot: Slot) -> String {
         let plain = format!(
             "rayshare-idx-{}-{}-{}-{}",
@@ -272,22 +284,16 @@ impl World for KubeWorld {
     }
 
     async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
-        let api = self.api_for(object)?;
-        let dynamic: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
-        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
-            Ok(_) => Ok(Created::Created),
-            Err(e) if is_already_exists(&e) => {
-                let name = object["metadata"]["name"].as_str().unwrap_or_default();
-                let existing = bounded(timeout, api.get(name))
-                    .await?
-                    .map_err(to_world_error)?;
-                Ok(Created::Exists(
-                    serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?,
-                ))
-            }
-            Err(e) => Err(to_world_error(e)),
+        if self.try_create(object, timeout).await? {
+            return Ok(Created::Created);
         }
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let existing = bounded(timeout, self.api_for(object)?.get(name))
+            .await?
+            .map_err(to_world_error)?;
+        let existing =
+            serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?;
+        Ok(Created::Exists(existing))
     }
 
     /// Lists the group's claims, then creates the claim of the lowest free slot; the
@@ -296,23 +302,26 @@ impl World for KubeWorld {
         let deadline = Instant::now() + timeout;
         let remaining = || deadline.saturating_duration_since(Instant::now());
         let mut taken = self.taken_slots(r, remaining()).await?;
-        loop {
-            let slot = indices::next_slot(&taken, r.hosts);
+        let seed = {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(r.admission_uid.as_bytes());
+            u64::from_le_bytes(h[..8].try_into().expect("8 bytes"))
+        };
+        for attempt in 0.. {
+            let slot = indices::candidate(&taken, r.hosts, attempt, seed);
             if r.dry_run {
                 return Ok(slot);
             }
             let claim = Self::claim_object(r, slot);
-            match self.create(&claim, remaining()).await? {
-                Created::Created => return Ok(slot),
-                Created::Exists(_) => {
-                    taken.insert(slot);
-                    let fresh = self.taken_slots(r, remaining()).await?;
-                    taken.extend(fresh);
-                }
+            if self.try_create(&claim, remaining()).await? {
+                return Ok(slot);
             }
+            taken.insert(slot);
+            taken.extend(self.taken_slots(r, remaining()).await?);
             if remaining().is_zero() {
-                return Err(WorldError::Timeout);
+                break;
             }
         }
+        Err(WorldError::Timeout)
     }
 }

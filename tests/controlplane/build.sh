@@ -4,7 +4,7 @@
 #
 # Prints ONLY the binary path on stdout; progress goes to stderr.
 #   ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}/controlplane-<key>/rayshare-controlplane
-# key = sha256 over go.mod, go.sum, *.go and `go version`.
+# key = sha256 over build.sh, go.mod, go.sum, *.go and `go version`.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,7 +16,7 @@ export CGO_ENABLED=0
 
 key="$(
   {
-    for f in go.mod go.sum $(LC_ALL=C ls -- *.go); do
+    for f in build.sh go.mod go.sum $(LC_ALL=C ls -- *.go); do
       printf '%s\n' "$f"
       sha256sum <"$f"
     done
@@ -40,7 +40,16 @@ trap 'rm -f "$tmp"' EXIT
 
 echo "build.sh: building rayshare-controlplane (first build downloads k8s.io/kubernetes and compiles it: several minutes)..." >&2
 start=$SECONDS
-go build -trimpath -ldflags='-s -w' -o "$tmp" . >&2
+# Stamp the kubernetes version (as the upstream build does) so /version reports
+# e.g. v1.36.3 instead of "v0.0.0-master+$Format:%H$".
+kver="$(go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+kmajor="${kver#v}"; kmajor="${kmajor%%.*}"
+kminor="${kver#v*.}"; kminor="${kminor%%.*}"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$kver -X $pkg.gitMajor=$kmajor -X $pkg.gitMinor=$kminor -X $pkg.gitTreeState=clean"
+done
+go build -trimpath -ldflags="$ldflags" -o "$tmp" . >&2
 chmod 0755 "$tmp"
 mv -f "$tmp" "$bin"
 trap - EXIT

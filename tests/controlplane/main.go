@@ -309,18 +309,30 @@ func run() int {
 	}
 }
 
-// watchParent calls gone once the process pid no longer exists (or we have
-// been re-parented away from it).
+// watchParent calls gone once process pid no longer exists (or is a zombie).
 func watchParent(pid int, gone func()) {
 	for {
-		if os.Getppid() != pid {
-			if err := syscall.Kill(pid, 0); err != nil && errors.Is(err, syscall.ESRCH) {
-				gone()
-				return
-			}
+		if os.Getppid() != pid && !processAlive(pid) {
+			gone()
+			return
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+func processAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	// A dead process not yet reaped by its parent still answers kill(0).
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+			if state := stat[i+2]; state == 'Z' || state == 'X' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1 (all listeners are
@@ -358,6 +370,9 @@ func startEtcd(dir string, clientPort, peerPort int) (*embed.Etcd, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "warn"
 	cfg.LogOutputs = []string{filepath.Join(dir, "etcd.log")}
+	// Zero would log every request as "expensive"; use etcd's defaults.
+	cfg.WarningApplyDuration = embed.DefaultWarningApplyDuration
+	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	// Throw-away test data: durability is not worth the fsync latency.
 	cfg.UnsafeNoFsync = true
 	return embed.StartEtcd(cfg)

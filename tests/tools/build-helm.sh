@@ -27,7 +27,7 @@ cd "${TMPDIR:-/tmp}"
 
 go_version="$(go env GOVERSION)"
 key="$(printf '%s\n%s\n' "$HELM_VERSION" "$go_version" | sha256sum | cut -c1-16)"
-cache_root="${RAYSHARE_CACHE:-$HOME/.cache/rayshare}"
+cache_root="${RAYSHARE_CACHE:-${HOME:-/tmp}/.cache/rayshare}"
 out_dir="$cache_root/helm-$key"
 out="$out_dir/helm"
 

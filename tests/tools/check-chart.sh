@@ -6,6 +6,7 @@
 #     (ServiceAccount/RBAC/Service/Deployment/webhook fit together, certificates verify,
 #     the webhook's CEL matchConditions are evaluated against sample RayJobs and pods);
 #   - values that must be refused are refused;
+#   - `config` in values.yaml / values.schema.json has exactly the fields of src/config.rs;
 #   - the README's values table matches values.yaml;
 #   - deploy/manifests/rayshare.yaml equals a fresh render.
 #
@@ -45,8 +46,9 @@ log "building chartcheck"
   || fail "cannot build tests/tools/chartcheck"
 chartcheck="$work/chartcheck"
 
-# A throwaway CA bundle for `provided` mode (any base64 text will do for rendering).
-dummy_ca="$(printf -- '-----BEGIN CERTIFICATE-----\nZHVtbXk=\n-----END CERTIFICATE-----\n' | base64 | tr -d '\n')"
+# A throwaway CA bundle for `provided` mode (rendering does not parse it), base64 and PEM.
+printf -- '-----BEGIN CERTIFICATE-----\nZHVtbXk=\n-----END CERTIFICATE-----\n' >"$work/ca.pem"
+dummy_ca="$(base64 <"$work/ca.pem" | tr -d '\n')"
 mode_args() {
   case "$1" in
     selfSigned) echo "--set certs.mode=selfSigned" ;;
@@ -68,6 +70,7 @@ renders=(
   "selfSigned|rayshare|rayshare-system|selfSigned|"
   "certManager|rayshare|rayshare-system|certManager|"
   "provided|rayshare|rayshare-system|provided|"
+  "provided-pem|rayshare|rayshare-system|provided|--set-file certs.caBundle=$work/ca.pem"
   "certManager-issuerRef|rayshare|rayshare-system|certManager|--set certs.certManager.issuerRef.name=corp-ca --set certs.certManager.issuerRef.kind=ClusterIssuer"
   "other-release|team-hooks|platform|selfSigned|--set replicaCount=1 --set serviceMonitor.enabled=true --set priorityClassName=high --set image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   "pods-only|rayshare|rayshare-system|selfSigned|--set config.sharedClusters.enabled=false --set config.indices.enabled=false --set config.podGroups.schedulerNames={volcano,kai-scheduler}"
@@ -100,7 +103,7 @@ refusals=(
   "unknown config key|--set config.podGroups.bogus=1"
   "config timeout beyond the webhook timeout|--set webhook.timeoutSeconds=3"
   "webhook timeout above 30s|--set webhook.timeoutSeconds=31"
-  "drain longer than the grace period|--set drainTimeoutSeconds=30"
+  "shutdown delay + drain longer than the grace period|--set drainTimeoutSeconds=25"
   "every feature off|--set config.sharedClusters.enabled=false --set config.podGroups.enabled=false --set config.indices.enabled=false"
   "bad failurePolicy|--set webhook.failurePolicy=Maybe"
 )
@@ -113,12 +116,16 @@ for r in "${refusals[@]}"; do
 done
 log "${#refusals[@]} bad value sets refused"
 
-# 4. README values table
+# 4. `config` in values.yaml and the schema has exactly the fields of src/config.rs
+"$chartcheck" config-fields src/config.rs "$chart/values.yaml" "$chart/values.schema.json" \
+  || fail "config fields differ from src/config.rs"
+
+# 5. README values table
 readme_args=()
 [[ $update == 1 ]] && readme_args=(-write)
 "$chartcheck" readme "${readme_args[@]}" "$chart/values.yaml" "$chart/README.md" || fail "README values table"
 
-# 5. deploy/manifests/rayshare.yaml
+# 6. deploy/manifests/rayshare.yaml
 render_manifest() {
   cat <<'EOF'
 # rayshare for kubectl users:  kubectl apply -f deploy/manifests/rayshare.yaml
@@ -154,4 +161,4 @@ if ! diff -u "$manifest" "$work/manifest.yaml" >"$work/manifest.diff" 2>&1; then
   fail "$manifest is out of date (run tests/tools/check-chart.sh --update)"
 fi
 
-echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, README table and $manifest up to date"
+echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config.rs, README table and $manifest up to date"

@@ -104,11 +104,11 @@ Returns nothing; read the result with `index .Values "__rayshareSelfSignedCerts"
 {{- include "rayshare.selfSignedCerts" . }}
 {{- index (index .Values "__rayshareSelfSignedCerts") "ca.crt" }}
 {{- else if eq .Values.certs.mode "provided" }}
-{{- $bundle := required "certs.caBundle is required when certs.mode=provided" .Values.certs.caBundle | trim }}
-{{- if hasPrefix "-----BEGIN" $bundle }}
+{{- $bundle := required "certs.caBundle is required when certs.mode=provided" .Values.certs.caBundle }}
+{{- if hasPrefix "-----BEGIN" (trim $bundle) }}
 {{- $bundle | b64enc }}
 {{- else }}
-{{- $bundle }}
+{{- $bundle | nospace }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -126,8 +126,8 @@ Returns nothing; read the result with `index .Values "__rayshareSelfSignedCerts"
 Consistency checks across values that the JSON schema cannot express.
 */}}
 {{- define "rayshare.validate" -}}
-{{- if le (int .Values.terminationGracePeriodSeconds) (int .Values.drainTimeoutSeconds) }}
-{{- fail "terminationGracePeriodSeconds must be larger than drainTimeoutSeconds" }}
+{{- if le (int .Values.terminationGracePeriodSeconds) (add (int .Values.shutdownDelaySeconds) (int .Values.drainTimeoutSeconds)) }}
+{{- fail "terminationGracePeriodSeconds must be larger than shutdownDelaySeconds + drainTimeoutSeconds" }}
 {{- end }}
 {{- $budgetMs := mul (int .Values.webhook.timeoutSeconds) 1000 }}
 {{- $c := .Values.config }}

@@ -1,0 +1,126 @@
+//! The admission contract through the real API server: disabled namespaces, dry runs,
+//! fail-open when rayshare is down, and nothing lost to CRD pruning.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// Every leaf of `intended` is in `stored` with the same value (the API server may add
+/// defaults, but must not have pruned anything).
+fn assert_subset(intended: &Value, stored: &Value, path: &str) {
+    match (intended, stored) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in a {
+                let child = format!("{path}/{k}");
+                let other = b
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{child} was pruned by the API server"));
+                assert_subset(v, other, &child);
+            }
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            assert_eq!(a.len(), b.len(), "{path}: length differs");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert_subset(x, y, &format!("{path}/{i}"));
+            }
+        }
+        (a, b) => assert_eq!(a, b, "{path}"),
+    }
+}
+
+#[tokio::test]
+async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
+    let env = TestEnv::new("pruning", DEFAULT_CONFIG, 1).await;
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["namespace"] = json!(env.ns);
+    // What rayshare means to store, computed offline by the same code.
+    let text = serde_json::to_string(&job).unwrap();
+    let offline = rayshare::offline::run(&text, &env.ns, &Default::default())
+        .await
+        .unwrap();
+    let intended_job = &offline[0].object;
+    let intended_cluster = &offline[0].creates[0];
+
+    let obj: DynamicObject = serde_json::from_value(job).unwrap();
+    let stored_job = env
+        .api(&ray_job_resource(), &env.ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let stored_job = serde_json::to_value(stored_job).unwrap();
+    assert_subset(&intended_job["spec"], &stored_job["spec"], "RayJob.spec");
+    let name = intended_cluster["metadata"]["name"].as_str().unwrap();
+    let stored_cluster = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .get(name)
+        .await
+        .unwrap();
+    let stored_cluster = serde_json::to_value(stored_cluster).unwrap();
+    assert_subset(
+        &intended_cluster["spec"],
+        &stored_cluster["spec"],
+        "RayCluster.spec",
+    );
+    assert_subset(
+        &intended_cluster["metadata"]["labels"],
+        &stored_cluster["metadata"]["labels"],
+        "labels",
+    );
+}
+
+#[tokio::test]
+async fn disabled_namespace_is_untouched() {
+    let env = TestEnv::new("disabled", DEFAULT_CONFIG, 1).await;
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["namespace"] = json!(env.ns_off);
+    let obj: DynamicObject = serde_json::from_value(job.clone()).unwrap();
+    let stored = env
+        .api(&ray_job_resource(), &env.ns_off)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(stored).unwrap();
+    assert!(stored["spec"]["rayClusterSpec"].is_object());
+    assert!(stored["spec"].get("clusterSelector").is_none());
+    assert!(
+        env.api(&ray_cluster_resource(), &env.ns_off)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn with_rayshare_down_objects_are_created_unchanged() {
+    let mut env = TestEnv::new("down", DEFAULT_CONFIG, 1).await;
+    env.instances[0].stop();
+    // failurePolicy Ignore (the chart's default): the API server admits unchanged.
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["namespace"] = json!(env.ns);
+    let obj: DynamicObject = serde_json::from_value(job).unwrap();
+    let stored = env
+        .api(&ray_job_resource(), &env.ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let stored = serde_json::to_value(stored).unwrap();
+    assert!(stored["spec"]["rayClusterSpec"].is_object());
+    let mut pod = sample("volcano-pod.yaml");
+    pod["metadata"] = json!({"name": "while-down"});
+    let pod: Pod = serde_json::from_value(pod).unwrap();
+    let pod = Api::<Pod>::namespaced(env.admin.clone(), &env.ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap();
+    assert!(
+        pod.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("scheduling.k8s.io/group-name")
+            .is_none()
+    );
+}

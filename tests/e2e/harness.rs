@@ -1,0 +1,519 @@
+//! End-to-end harness: a real kube-apiserver + etcd (tests/controlplane), the real CRDs,
+//! and `rayshare serve` registered through the chart's own MutatingWebhookConfiguration.
+//!
+//! One control plane per test binary; each test gets its own namespaces, its own rayshare
+//! process(es) and its own webhook registration (selecting only its namespaces), so tests
+//! run in parallel without seeing each other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+pub const ENABLE_LABEL: &str = "rayshare.io/enabled";
+pub const TEST_LABEL: &str = "rayshare.io/e2e-test";
+/// With several instances, a pod labelled `SHARD_LABEL: i` goes to instance i.
+pub const SHARD_LABEL: &str = "rayshare.io/e2e-shard";
+pub const RAYSHARE_NAMESPACE: &str = "rayshare-system";
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn shared_dir() -> PathBuf {
+    std::env::var_os("RAYSHARE_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared"))
+}
+
+fn run_script(script: &Path) -> PathBuf {
+    let out = Command::new("bash")
+        .arg(script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(60)..].join("\n")
+}
+
+/// Renders one template of the chart with helm (built from Go modules, cached).
+pub fn helm_template(show_only: &str, sets: &[&str]) -> Vec<Value> {
+    static HELM: LazyLock<PathBuf> =
+        LazyLock::new(|| run_script(&repo().join("tests/tools/build-helm.sh")));
+    let mut cmd = Command::new(&*HELM);
+    cmd.args(["template", "rayshare"])
+        .arg(repo().join("charts/rayshare"))
+        .args(["--namespace", RAYSHARE_NAMESPACE, "--show-only", show_only]);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd.output().expect("running helm");
+    assert!(
+        out.status.success(),
+        "helm template failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    rayshare::offline::documents(&text).expect("helm renders YAML")
+}
+
+/// The shared control plane of this test binary.
+pub struct ControlPlane {
+    _dir: tempfile::TempDir,
+    _child: Child,
+    pub admin_kubeconfig: PathBuf,
+    pub rayshare_kubeconfig: PathBuf,
+}
+
+pub static CONTROL_PLANE: LazyLock<ControlPlane> = LazyLock::new(ControlPlane::start);
+
+impl ControlPlane {
+    fn start() -> Self {
+        let bin = run_script(&repo().join("tests/controlplane/build.sh"));
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("controlplane.log");
+        let child = Command::new(&bin)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--parent-pid", &std::process::id().to_string()])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.path().join("controlplane.out")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting the control plane");
+        let ready = dir.path().join("ready");
+        let started = Instant::now();
+        while !ready.exists() {
+            if started.elapsed() > Duration::from_secs(180) {
+                panic!(
+                    "control plane not ready after 180 s; its log:\n{}\napiserver log:\n{}",
+                    tail(&log),
+                    tail(&dir.path().join("apiserver.log"))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let cp = Self {
+            admin_kubeconfig: dir.path().join("admin.kubeconfig"),
+            rayshare_kubeconfig: dir.path().join("rayshare.kubeconfig"),
+            _dir: dir,
+            _child: child,
+        };
+        // Cluster-wide setup, once: CRDs, rayshare's namespace, the chart's RBAC.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tokio::runtime::Runtime::new()
+                    .unwrap()
+                    .block_on(cp.install())
+            })
+            .join()
+            .expect("control plane setup")
+        });
+        cp
+    }
+
+    async fn install(&self) {
+        let client = client(&self.admin_kubeconfig).await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for entry in std::fs::read_dir(shared_dir().join("crds")).expect("../shared/crds") {
+            let path = entry.unwrap().path();
+            let crd: CustomResourceDefinition =
+                serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .unwrap_or_else(|e| panic!("installing {}: {e}", path.display()));
+        }
+        for crd in crds.list(&Default::default()).await.unwrap() {
+            wait_for(&format!("CRD {} established", crd.name_any()), || async {
+                let c = crds.get(&crd.name_any()).await.ok()?;
+                let conds = c.status?.conditions?;
+                conds
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            })
+            .await;
+        }
+        create_namespace(&client, RAYSHARE_NAMESPACE, &[]).await;
+        // The chart's RBAC, exactly: a permission the chart lacks fails a test.
+        for object in helm_template("templates/rbac.yaml", &[]) {
+            apply(&client, &object).await;
+        }
+    }
+}
+
+pub async fn client(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Creates any object given as JSON (kind resolved from apiVersion/kind by discovery).
+pub async fn apply(client: &Client, object: &Value) -> DynamicObject {
+    let api = dynamic_api(client, object).await;
+    let obj: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", object["metadata"]["name"]))
+}
+
+pub async fn dynamic_api(client: &Client, object: &Value) -> Api<DynamicObject> {
+    let api_version = object["apiVersion"].as_str().unwrap();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap());
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    match (caps.scope, object["metadata"]["namespace"].as_str()) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        }
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) {
+    let labels: serde_json::Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels}
+    }))
+    .unwrap();
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+/// Polls `check` until it yields, or panics after 60 s naming what it waited for.
+pub async fn wait_for<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One `rayshare serve` process, stopped when dropped (and when the test binary dies:
+/// a bash wrapper kills it once its stdin, held by us, closes).
+pub struct Rayshare {
+    child: Child,
+    dir: PathBuf,
+    name: String,
+    config_yaml: String,
+    namespace: String,
+    ports: (u16, u16),
+    pub log: PathBuf,
+    pub admin_url: String,
+    pub url: String,
+}
+
+impl Rayshare {
+    pub fn start(dir: &Path, name: &str, config_yaml: &str, namespace: &str) -> Self {
+        Self::start_on(
+            dir,
+            name,
+            config_yaml,
+            namespace,
+            (free_port(), free_port()),
+        )
+    }
+
+    /// Stops this instance and starts a fresh process on the same ports.
+    pub async fn restart(&mut self) {
+        self.stop();
+        let fresh = Self::start_on(
+            &self.dir,
+            &self.name,
+            &self.config_yaml,
+            &self.namespace,
+            self.ports,
+        );
+        *self = fresh;
+        self.wait_ready().await;
+    }
+
+    fn start_on(
+        dir: &Path,
+        name: &str,
+        config_yaml: &str,
+        namespace: &str,
+        ports: (u16, u16),
+    ) -> Self {
+        let (port, admin_port) = ports;
+        let config = dir.join(format!("{name}.config.yaml"));
+        std::fs::write(&config, config_yaml).unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let _ = std::fs::rename(&log, dir.join(format!("{name}.previous.log")));
+        let child = Command::new("bash")
+            .args([
+                "-c",
+                r#""$@" & child=$!; (cat >/dev/null; kill -TERM $child 2>/dev/null) & wait $child"#,
+                "bash",
+            ])
+            .arg(env!("CARGO_BIN_EXE_rayshare"))
+            .arg("serve")
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .arg("--tls-cert")
+            .arg(dir.join("tls.crt"))
+            .arg("--tls-key")
+            .arg(dir.join("tls.key"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(&CONTROL_PLANE.rayshare_kubeconfig)
+            .args(["--pod-name", name, "--pod-namespace", namespace])
+            .args(["--drain-timeout-seconds", "5"])
+            .env("RAYSHARE_LOG", "info,rayshare=debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting rayshare");
+        Self {
+            child,
+            dir: dir.to_path_buf(),
+            name: name.into(),
+            config_yaml: config_yaml.into(),
+            namespace: namespace.into(),
+            ports,
+            log,
+            admin_url: format!("http://127.0.0.1:{admin_port}"),
+            url: format!("https://127.0.0.1:{port}/mutate"),
+        }
+    }
+
+    /// Stops the process and waits for it.
+    pub fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+
+    pub async fn wait_ready(&self) {
+        let url = format!("{}/readyz", self.admin_url);
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = reqwest::get(&url).await
+                && r.status().is_success()
+            {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                panic!("rayshare never became ready; its log:\n{}", tail(&self.log));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.admin_url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Rayshare {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "--- rayshare log {} ---\n{}",
+                self.log.display(),
+                tail(&self.log)
+            );
+        }
+        self.stop();
+    }
+}
+
+/// One test's world: namespaces, rayshare instance(s), and a webhook registration.
+pub struct TestEnv {
+    pub name: String,
+    /// Enabled namespace.
+    pub ns: String,
+    /// Namespace without the enable label.
+    pub ns_off: String,
+    pub admin: Client,
+    _dir: tempfile::TempDir,
+    pub instances: Vec<Rayshare>,
+    pub ca: String,
+}
+
+pub const DEFAULT_CONFIG: &str = "";
+
+impl TestEnv {
+    /// Starts `replicas` rayshare instances with `config_yaml`, and registers the chart's
+    /// webhook pointing at them (one entry per instance: the API server calls each in
+    /// turn, so with two instances both really serve).
+    pub async fn new(name: &str, config_yaml: &str, replicas: usize) -> Self {
+        let cp = &*CONTROL_PLANE;
+        let admin = client(&cp.admin_kubeconfig).await;
+        let ns = format!("e2e-{name}");
+        let ns_off = format!("e2e-{name}-off");
+        create_namespace(&admin, &ns, &[(ENABLE_LABEL, "true"), (TEST_LABEL, name)]).await;
+        create_namespace(&admin, &ns_off, &[(TEST_LABEL, name)]).await;
+        let dir = tempfile::tempdir().unwrap();
+        let certs = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
+        rayshare::certs::write(dir.path(), &certs).unwrap();
+        let instances: Vec<Rayshare> = (0..replicas)
+            .map(|i| Rayshare::start(dir.path(), &format!("{name}-{i}"), config_yaml, &ns))
+            .collect();
+        for r in &instances {
+            r.wait_ready().await;
+        }
+        let env = Self {
+            name: name.into(),
+            ns,
+            ns_off,
+            admin,
+            _dir: dir,
+            instances,
+            ca: certs.ca_pem,
+        };
+        env.register_webhook().await;
+        env
+    }
+
+    /// The chart's MutatingWebhookConfiguration, rewritten to call this test's instances
+    /// by URL, and to select only this test's namespaces.
+    pub fn webhook_configuration(&self) -> Value {
+        let rendered = helm_template("templates/webhook.yaml", &[]);
+        let mut mwc = rendered
+            .into_iter()
+            .find(|o| o["kind"] == "MutatingWebhookConfiguration")
+            .expect("the chart renders a MutatingWebhookConfiguration");
+        let template = mwc["webhooks"][0].clone();
+        let ca_bundle = data_encoding::BASE64.encode(self.ca.as_bytes());
+        let webhooks: Vec<Value> = self
+            .instances
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut w = template.clone();
+                w["name"] = json!(format!("i{i}.{}", template["name"].as_str().unwrap()));
+                w["clientConfig"] = json!({"url": r.url, "caBundle": ca_bundle});
+                let selector = &mut w["namespaceSelector"];
+                if !selector["matchLabels"].is_object() {
+                    selector["matchLabels"] = json!({});
+                }
+                selector["matchLabels"][TEST_LABEL] = json!(self.name);
+                if self.instances.len() > 1 {
+                    // Pods choose their instance by label, so a test can alternate them.
+                    let objects = &mut w["objectSelector"];
+                    if !objects["matchExpressions"].is_array() {
+                        objects["matchExpressions"] = json!([]);
+                    }
+                    objects["matchExpressions"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!(
+                            {"key": SHARD_LABEL, "operator": "In", "values": [i.to_string()]}
+                        ));
+                }
+                w
+            })
+            .collect();
+        mwc["webhooks"] = json!(webhooks);
+        mwc["metadata"] = json!({"name": format!("rayshare-e2e-{}", self.name)});
+        mwc
+    }
+
+    async fn register_webhook(&self) {
+        let mwc: MutatingWebhookConfiguration =
+            serde_json::from_value(self.webhook_configuration()).unwrap();
+        Api::<MutatingWebhookConfiguration>::all(self.admin.clone())
+            .create(&PostParams::default(), &mwc)
+            .await
+            .expect("registering the webhook");
+        // Really being called: a dry-run volcano pod comes back with a group annotation.
+        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), &self.ns);
+        let probe: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "webhook-probe", "labels": {SHARD_LABEL: "0"}},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "busybox"}]}
+        }))
+        .unwrap();
+        wait_for("the webhook to be called", || async {
+            let created = pods
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    },
+                    &probe,
+                )
+                .await
+                .ok()?;
+            created
+                .annotations()
+                .contains_key("scheduling.k8s.io/group-name")
+                .then_some(())
+        })
+        .await;
+    }
+
+    pub fn api(&self, ar: &ApiResource, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.admin.clone(), namespace, ar)
+    }
+}
+
+pub fn sample(file: &str) -> Value {
+    let text = std::fs::read_to_string(repo().join("deploy/samples").join(file)).unwrap();
+    serde_norway::from_str(&text).unwrap()
+}
+
+pub fn ray_cluster_resource() -> ApiResource {
+    resource("ray.io", "v1", "RayCluster", "rayclusters")
+}
+
+pub fn ray_job_resource() -> ApiResource {
+    resource("ray.io", "v1", "RayJob", "rayjobs")
+}
+
+pub fn pod_group_resource() -> ApiResource {
+    resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+}

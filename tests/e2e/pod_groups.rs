@@ -1,0 +1,132 @@
+//! Volcano PodGroups through the real API server and the real CRD.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+async fn create_pod(env: &TestEnv, ns: &str, pod: Value) -> Pod {
+    let pod: Pod = serde_json::from_value(pod).unwrap();
+    Api::<Pod>::namespaced(env.admin.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap()
+}
+
+fn group_of(pod: &Pod) -> Option<String> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get("scheduling.k8s.io/group-name")
+        .cloned()
+}
+
+#[tokio::test]
+async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
+    let env = TestEnv::new("podgroups", DEFAULT_CONFIG, 1).await;
+    let groups = env.api(&pod_group_resource(), &env.ns);
+
+    // generateName pod from the sample: group named from the prefix, fields from the pod.
+    let pod = create_pod(&env, &env.ns, sample("volcano-pod.yaml")).await;
+    let group_name = group_of(&pod).expect("annotated with its group");
+    assert!(group_name.starts_with("pod-task-"));
+    let group: Value = serde_json::to_value(groups.get(&group_name).await.unwrap()).unwrap();
+    assert_eq!(group["spec"]["minMember"], 1);
+    assert_eq!(group["spec"]["queue"], "research");
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": "2", "memory": "1073741824"})
+    );
+    assert_eq!(
+        group["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "rayshare"
+    );
+
+    // A named pod with a priority class gets a group of its name.
+    let mut named = sample("volcano-pod.yaml");
+    named["metadata"] = json!({"name": "named-pod"});
+    let pod = create_pod(&env, &env.ns, named).await;
+    assert_eq!(group_of(&pod).as_deref(), Some("named-pod"));
+    let group: Value = serde_json::to_value(groups.get("named-pod").await.unwrap()).unwrap();
+    assert_eq!(group["spec"]["queue"], "default");
+
+    // Untouched: a pod that has a group, a non-volcano pod, any pod in a disabled namespace.
+    let mut has_group = sample("volcano-pod.yaml");
+    has_group["metadata"] =
+        json!({"name": "has-group", "annotations": {"scheduling.k8s.io/group-name": "theirs"}});
+    assert_eq!(
+        group_of(&create_pod(&env, &env.ns, has_group).await).as_deref(),
+        Some("theirs")
+    );
+    let mut plain = sample("volcano-pod.yaml");
+    plain["metadata"] = json!({"name": "plain"});
+    plain["spec"]["schedulerName"] = json!("default-scheduler");
+    assert_eq!(group_of(&create_pod(&env, &env.ns, plain).await), None);
+    let mut off = sample("volcano-pod.yaml");
+    off["metadata"] = json!({"name": "off"});
+    assert_eq!(group_of(&create_pod(&env, &env.ns_off, off).await), None);
+    assert!(
+        env.api(&pod_group_resource(), &env.ns_off)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(
+        groups
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn orphaned_groups_are_reconciled_away() {
+    let config = "podGroups:\n  orphanGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
+    let env = TestEnv::new("orphans", config, 1).await;
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let pods = Api::<Pod>::namespaced(env.admin.clone(), &env.ns);
+    let mut kept = sample("volcano-pod.yaml");
+    kept["metadata"] = json!({"name": "kept"});
+    create_pod(&env, &env.ns, kept).await;
+    let mut gone = sample("volcano-pod.yaml");
+    gone["metadata"] = json!({"name": "gone"});
+    create_pod(&env, &env.ns, gone).await;
+    // No controller-manager here: deleting the pod leaves its group behind, as a rejected
+    // admission would.
+    pods.delete(
+        "gone",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    wait_for("the orphaned group to be deleted", || async {
+        groups
+            .get_opt("gone")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        groups.get_opt("kept").await.unwrap().is_some(),
+        "a group in use is kept"
+    );
+    let metrics = env.instances[0].metrics().await;
+    assert!(
+        metrics.contains("rayshare_objects_deleted_total{kind=\"PodGroup\"} 1"),
+        "{metrics}"
+    );
+}

@@ -1,0 +1,163 @@
+//! Shared RayClusters through the real API server and the real CRDs.
+
+use kube::api::DynamicObject;
+use kube::api::{ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+async fn create_job(env: &TestEnv, mut job: Value, name: &str, dry_run: bool) -> Value {
+    job["metadata"]["name"] = json!(name);
+    job["metadata"]["namespace"] = json!(env.ns);
+    let api = env.api(&ray_job_resource(), &env.ns);
+    let obj: DynamicObject = serde_json::from_value(job).unwrap();
+    let pp = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    let created = api
+        .create(&pp, &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    serde_json::to_value(created).unwrap()
+}
+
+async fn clusters(env: &TestEnv) -> Vec<Value> {
+    env.api(&ray_cluster_resource(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect()
+}
+
+fn selected(job: &Value) -> String {
+    job["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .expect("a clusterSelector")
+        .to_string()
+}
+
+#[tokio::test]
+async fn jobs_of_one_config_share_a_cluster_and_another_config_gets_its_own() {
+    let env = TestEnv::new("shared", DEFAULT_CONFIG, 1).await;
+    let a = create_job(&env, sample("rayjob-run-a.yaml"), "a0-0", false).await;
+    // The stored job: selector, no embedded spec, no TTL, run identity in its runtime env.
+    let stored = serde_json::to_value(
+        env.api(&ray_job_resource(), &env.ns)
+            .get("a0-0")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored["spec"], a["spec"]);
+    assert!(stored["spec"].get("rayClusterSpec").is_none());
+    assert_eq!(stored["spec"]["shutdownAfterJobFinishes"], json!(false));
+    let runtime_env: Value =
+        serde_norway::from_str(stored["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    assert_eq!(runtime_env["env_vars"]["RUN_NAME"], "a1b2c3");
+    assert_eq!(runtime_env["pip"][0], "numpy==2.1.0");
+    let name = selected(&stored);
+
+    // The cluster exists, validated by the real CRD, with the stripped spec.
+    let all = clusters(&env).await;
+    assert_eq!(all.len(), 1);
+    let cluster = &all[0];
+    assert_eq!(cluster["metadata"]["name"], json!(name));
+    assert_eq!(
+        cluster["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "rayshare"
+    );
+    assert!(cluster["metadata"].get("ownerReferences").is_none());
+    let sent = sample("rayjob-run-a.yaml")["spec"]["rayClusterSpec"].clone();
+    assert_eq!(
+        cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"],
+        sent["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"]
+    );
+    let text = cluster["spec"].to_string();
+    assert!(
+        !text.contains("a1b2c3"),
+        "run-scoped values leaked into the shared cluster: {text}"
+    );
+    // Nothing the CRD schema would prune was lost: everything we meant to store is there.
+    let head_env = &cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"];
+    assert_eq!(head_env.as_array().unwrap().len(), 2, "{head_env}");
+
+    // Another run of the same config reuses it; another config gets a second cluster.
+    let b = create_job(&env, sample("rayjob-run-b.yaml"), "a0-1", false).await;
+    assert_eq!(selected(&b), name);
+    assert_eq!(clusters(&env).await.len(), 1);
+    let other = create_job(&env, sample("rayjob-other-config.yaml"), "a0-2", false).await;
+    assert_ne!(selected(&other), name);
+    assert_eq!(clusters(&env).await.len(), 2);
+    let metrics = env.instances[0].metrics().await;
+    assert!(
+        metrics.contains("rayshare_objects_created_total{kind=\"RayCluster\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn fifty_concurrent_identical_jobs_make_exactly_one_cluster() {
+    let env = TestEnv::new("fifty", DEFAULT_CONFIG, 1).await;
+    let jobs =
+        futures::future::join_all(
+            (0..50).map(|i| {
+                let mut job = sample("rayjob-run-a.yaml");
+                job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
+                    [0]["env"][0]["value"] = json!(format!("run-{i}"));
+                let env = &env;
+                async move { create_job(env, job, &format!("job-{i}"), false).await }
+            }),
+        )
+        .await;
+    let names: std::collections::BTreeSet<String> = jobs.iter().map(selected).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert_eq!(clusters(&env).await.len(), 1);
+    for (i, job) in jobs.iter().enumerate() {
+        let env_vars: Value =
+            serde_norway::from_str(job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+        assert_eq!(env_vars["env_vars"]["RUN_NAME"], json!(format!("run-{i}")));
+    }
+}
+
+#[tokio::test]
+async fn a_foreign_cluster_is_not_taken_over_and_dry_run_creates_nothing() {
+    let env = TestEnv::new("squat", DEFAULT_CONFIG, 1).await;
+    // Learn the name with a dry run: answered, nothing created.
+    let dry = create_job(&env, sample("rayjob-run-a.yaml"), "probe", true).await;
+    let name = selected(&dry);
+    assert!(clusters(&env).await.is_empty());
+    assert!(
+        env.api(&ray_job_resource(), &env.ns)
+            .get_opt("probe")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Squat the name with a cluster rayshare did not make.
+    let mut foreign = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": env.ns},
+        "spec": sample("rayjob-other-config.yaml")["spec"]["rayClusterSpec"].clone()});
+    foreign["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = json!([]);
+    apply(&env.admin, &foreign).await;
+    let job = create_job(&env, sample("rayjob-run-a.yaml"), "a0-0", false).await;
+    assert!(
+        job["spec"].get("clusterSelector").is_none(),
+        "must not select a foreign cluster"
+    );
+    assert!(
+        job["spec"]["rayClusterSpec"].is_object(),
+        "the job keeps its own cluster"
+    );
+    let all = clusters(&env).await;
+    assert_eq!(all.len(), 1);
+    assert!(
+        all[0]["metadata"]["labels"]
+            .get("app.kubernetes.io/managed-by")
+            .is_none()
+    );
+}
