@@ -32,21 +32,6 @@ pub fn next_slot(taken: &BTreeSet<Slot>, hosts: u32) -> Slot {
     }
 }
 
-/// The slot to try on claim attempt `attempt` (0-based). The first attempt takes the
-/// lowest free slot; after lost races, racers spread over the lowest `2^attempt` free
-/// slots (chosen by `seed`), so n concurrent claims settle in O(log n) rounds instead of n.
-pub fn candidate(taken: &BTreeSet<Slot>, hosts: u32, attempt: u32, seed: u64) -> Slot {
-    let window = 1usize << attempt.min(10);
-    let mut free = Vec::with_capacity(window);
-    let mut seen = taken.clone();
-    while free.len() < window {
-        let slot = next_slot(&seen, hosts);
-        seen.insert(slot);
-        free.push(slot);
-    }
-    free[(seed % window as u64) as usize]
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Skip(Option<String>),
@@ -226,27 +211,6 @@ mod tests {
     fn assignment_rule(#[case] taken: &[(u32, u32)], #[case] hosts: u32, #[case] want: (u32, u32)) {
         let got = next_slot(&slots(taken), hosts);
         assert_eq!((got.replica, got.host), want);
-    }
-
-    #[test]
-    fn first_candidate_is_the_lowest_free_slot() {
-        let taken = slots(&[(0, 0)]);
-        for seed in 0..10 {
-            assert_eq!(
-                candidate(&taken, 2, 0, seed),
-                Slot {
-                    replica: 0,
-                    host: 1
-                }
-            );
-        }
-    }
-
-    #[test]
-    fn retries_spread_over_free_slots_only() {
-        let taken = slots(&[(0, 0), (0, 1), (1, 1)]);
-        let picks: BTreeSet<Slot> = (0..64).map(|seed| candidate(&taken, 2, 2, seed)).collect();
-        assert_eq!(picks, slots(&[(1, 0), (2, 0), (2, 1), (3, 0)]));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The [`World`] of a running server: reflector caches and API calls through kube.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -52,7 +52,13 @@ pub struct KubeWorld {
     client: Client,
     clusters: Option<Store<DynamicObject>>,
     namespaces: Option<Store<Namespace>>,
+    /// One queue per worker group: this replica's claims for a group go one at a time, so
+    /// they never race each other (races with other replicas are settled by the API server).
+    group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>,
 }
+
+/// (namespace, cluster, worker group).
+type GroupKey = (String, String, String);
 
 fn to_world_error(e: kube::Error) -> WorldError {
     match e {
@@ -136,6 +142,7 @@ impl KubeWorld {
             client,
             clusters,
             namespaces,
+            group_queues: Default::default(),
         });
         let stores = (world.clusters.clone(), world.namespaces.clone());
         tokio::spawn(async move {
@@ -296,28 +303,39 @@ impl World for KubeWorld {
         Ok(Created::Exists(existing))
     }
 
-    /// Lists the group's claims, then creates the claim of the lowest free slot; the
-    /// API server's name uniqueness makes the create the arbiter. Re-lists on a lost race.
+    /// Lists the group's claims, then creates the claim of the lowest free slot; the API
+    /// server's name uniqueness makes the create the arbiter. A lost race (with another
+    /// replica) moves up to the next free slot, re-listing now and then, so claims stay
+    /// compact: a claimer only ever passes slots it saw taken.
     async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {
+        const RELIST_EVERY: u32 = 8;
         let deadline = Instant::now() + timeout;
         let remaining = || deadline.saturating_duration_since(Instant::now());
-        let mut taken = self.taken_slots(r, remaining()).await?;
-        let seed = {
-            use sha2::Digest;
-            let h = sha2::Sha256::digest(r.admission_uid.as_bytes());
-            u64::from_le_bytes(h[..8].try_into().expect("8 bytes"))
+        let queue = {
+            let mut queues = self.group_queues.lock().expect("not poisoned");
+            queues.retain(|_, q| Arc::strong_count(q) > 1);
+            let key = (r.namespace.clone(), r.cluster.clone(), r.group.clone());
+            queues.entry(key).or_default().clone()
         };
-        for attempt in 0.. {
-            let slot = indices::candidate(&taken, r.hosts, attempt, seed);
+        let _turn = tokio::time::timeout(remaining(), queue.lock())
+            .await
+            .map_err(|_| WorldError::Timeout)?;
+        let mut taken = self.taken_slots(r, remaining()).await?;
+        for lost in 1.. {
+            let slot = indices::next_slot(&taken, r.hosts);
             if r.dry_run {
                 return Ok(slot);
             }
-            let claim = Self::claim_object(r, slot);
-            if self.try_create(&claim, remaining()).await? {
+            if self
+                .try_create(&Self::claim_object(r, slot), remaining())
+                .await?
+            {
                 return Ok(slot);
             }
             taken.insert(slot);
-            taken.extend(self.taken_slots(r, remaining()).await?);
+            if lost % RELIST_EVERY == 0 {
+                taken.extend(self.taken_slots(r, remaining()).await?);
+            }
             if remaining().is_zero() {
                 break;
             }

@@ -64,6 +64,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(format!("Kubernetes client: {e}"), 1),
     };
+    let shutdown = server::signal();
     let listeners = match Listeners::bind(args.listen, args.admin_listen).await {
         Ok(l) => l,
         Err(e) => return fail(format!("cannot listen: {e}"), 1),
@@ -107,7 +108,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
             delay: Duration::from_secs(args.shutdown_delay_seconds),
             timeout: Duration::from_secs(args.drain_timeout_seconds),
         },
-        server::signal(),
+        shutdown,
     )
     .await;
     match result {

@@ -153,18 +153,16 @@ fn spawn_connection(
     });
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler");
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called (not
+/// when first polled), so a signal that arrives during startup is not lost.
+pub fn signal() -> impl Future<Output = ()> + Send {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("installing a SIGINT handler");
+    async move {
         tokio::select! {
-            _ = ctrl_c => {},
             _ = term.recv() => {},
+            _ = int.recv() => {},
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

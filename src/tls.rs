@@ -68,6 +68,8 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, Tl
 #[derive(Debug)]
 pub struct CertStore {
     current: ArcSwap<CertifiedKey>,
+    /// Fingerprint of the files last looked at (served or rejected), so a broken pair
+    /// is reported once, not on every poll.
     fingerprint: ArcSwap<[u8; 32]>,
 }
 
@@ -96,9 +98,9 @@ impl CertStore {
         if **self.fingerprint.load() == print {
             return Ok(false);
         }
+        self.fingerprint.store(Arc::new(print));
         let pair = certified_key(&cert, &key)?;
         self.current.store(Arc::new(pair));
-        self.fingerprint.store(Arc::new(print));
         Ok(true)
     }
 

@@ -33,6 +33,11 @@ impl ApiError {
         }
     }
 
+    /// The rest of the body may still be in flight: an HTTP/1 connection is not reusable.
+    pub fn closes_connection(&self) -> bool {
+        matches!(self, Self::TooLarge(_) | Self::BodyTimeout)
+    }
+
     pub fn cause(&self) -> &'static str {
         match self {
             Self::Review(e) => e.cause(),

@@ -4,9 +4,9 @@ use std::time::Instant;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Version, header};
 use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use tracing::Instrument;
 
 use super::{ApiError, AppState};
@@ -31,19 +31,45 @@ async fn read_body<W>(
     if !content_type.starts_with("application/json") {
         return Err(ApiError::ContentType(content_type.into()));
     }
-    let limited = Limited::new(body, state.max_body_bytes);
-    match tokio::time::timeout(state.body_timeout, limited.collect()).await {
-        Err(_) => Err(ApiError::BodyTimeout),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(ApiError::TooLarge(state.max_body_bytes))
+    let limit = state.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let read = async {
+        let mut body = body;
+        let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ApiError::Body(e.to_string()))?;
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
+            total += data.len();
+            if total <= limit {
+                buf.extend_from_slice(data);
+            } else if total > 2 * limit {
+                // Beyond this, stop reading; the connection is closed anyway.
+                break;
+            }
         }
-        Ok(Err(e)) => Err(ApiError::Body(e.to_string())),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        // An oversized body is read (up to twice the limit) before answering, so an
+        // HTTP/1.1 client sees the 413 rather than a reset connection.
+        if total > limit {
+            return Err(ApiError::TooLarge(limit));
+        }
+        Ok(bytes::Bytes::from(buf))
+    };
+    if declared.is_some_and(|n| n > 2 * limit) {
+        return Err(ApiError::TooLarge(limit));
     }
+    tokio::time::timeout(state.body_timeout, read)
+        .await
+        .map_err(|_| ApiError::BodyTimeout)?
 }
 
 pub async fn mutate<W: World>(
     State(state): State<Arc<AppState<W>>>,
+    version: Version,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -66,7 +92,13 @@ pub async fn mutate<W: World>(
                     outcome: "bad_request",
                 })
                 .inc();
-            return e.into_response();
+            let close = e.closes_connection() && version < Version::HTTP_2;
+            let mut response = e.into_response();
+            if close {
+                let value = header::HeaderValue::from_static("close");
+                response.headers_mut().insert(header::CONNECTION, value);
+            }
+            return response;
         }
     };
     let span = tracing::info_span!(

@@ -123,7 +123,7 @@ fn is_default(key: &str, value: &Value, in_worker_group: bool) -> bool {
         ("optional" | "readOnly", Value::Bool(false)) => true,
         ("protocol", Value::String(s)) => s == "TCP",
         ("numOfHosts", v) if in_worker_group => v.as_i64() == Some(1),
-        ("minReplicas", v) if in_worker_group => v.as_i64() == Some(0),
+        ("minReplicas" | "priority", v) if in_worker_group => v.as_i64() == Some(0),
         ("maxReplicas", v) if in_worker_group => v.as_i64() == Some(i64::from(i32::MAX)),
         _ => false,
     }
@@ -217,6 +217,15 @@ mod tests {
         assert_eq!(canonical(&with), canonical(&without));
         let other = json!({"numOfHosts": 1});
         assert_ne!(canonical(&other), canonical(&json!({})));
+    }
+
+    /// What kube-apiserver adds to a RayJob's embedded spec from the CRD's defaults
+    /// before any webhook sees it (observed on the e2e control plane).
+    #[test]
+    fn api_server_defaults_do_not_change_identity() {
+        let sent = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2}]});
+        let defaulted = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2, "priority": 0, "numOfHosts": 1}]});
+        assert_eq!(digest(&sent, &Map::new()), digest(&defaulted, &Map::new()));
     }
 
     #[test]

@@ -49,7 +49,7 @@ ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$kver -X $pkg.gitMajor=$kmajor -X $pkg.gitMinor=$kminor -X $pkg.gitTreeState=clean"
 done
-go build -trimpath -ldflags="$ldflags" -o "$tmp" . >&2
+go build -trimpath -buildvcs=false -ldflags="$ldflags" -o "$tmp" . >&2
 chmod 0755 "$tmp"
 mv -f "$tmp" "$bin"
 trap - EXIT

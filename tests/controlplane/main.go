@@ -38,6 +38,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // as in cmd/kube-apiserver
 	_ "k8s.io/component-base/metrics/prometheus/version"  // as in cmd/kube-apiserver
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
@@ -96,6 +97,7 @@ func run() int {
 	}
 	readyFile := filepath.Join(dir, "ready")
 	_ = os.Remove(readyFile) // stale marker from a previous run
+	_ = os.Remove(filepath.Join(dir, "etcd.log"))
 
 	// Redirect os.Stderr (not fd 2) to the apiserver log: klog and the
 	// apiserver's text logger write to os.Stderr. Go runtime crashes still go
@@ -153,6 +155,19 @@ func run() int {
 		logf(format, args...)
 		printLogTail(apiLogPath, 40)
 		return 1
+	}
+
+	// klog.Fatal (e.g. a post-start hook failing because a shutdown was
+	// requested while the apiserver was still starting) ends the process via
+	// klog.OsExit: a requested shutdown still exits 0; otherwise report the
+	// fatal line, which went to the apiserver log.
+	klog.OsExit = func(code int) {
+		if stopped() {
+			os.Exit(0)
+		}
+		logf("apiserver exited fatally (code %d)", code)
+		printFatal(apiLogPath)
+		os.Exit(code)
 	}
 
 	// Build the apiserver command now: this installs the apiserver's signal
@@ -446,4 +461,22 @@ func printLogTail(path string, n int) {
 	for _, l := range lines {
 		fmt.Fprintln(stderr, "  "+l)
 	}
+}
+
+// printFatal prints the last klog fatal line ("F...") of the log at path (a
+// fatal log is followed by goroutine dumps, so a plain tail is useless).
+func printFatal(path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(string(data), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		if len(l) > 5 && l[0] == 'F' && l[1] >= '0' && l[1] <= '9' {
+			logf("%s", l)
+			break
+		}
+	}
+	logf("full log: %s", path)
 }

@@ -116,11 +116,6 @@ async fn with_rayshare_down_objects_are_created_unchanged() {
         .create(&PostParams::default(), &pod)
         .await
         .unwrap();
-    assert!(
-        pod.metadata
-            .annotations
-            .unwrap_or_default()
-            .get("scheduling.k8s.io/group-name")
-            .is_none()
-    );
+    let annotations = pod.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("scheduling.k8s.io/group-name"));
 }

@@ -290,7 +290,9 @@ impl Rayshare {
         let child = Command::new("bash")
             .args([
                 "-c",
-                r#""$@" & child=$!; (cat >/dev/null; kill -TERM $child 2>/dev/null) & wait $child"#,
+                // Background jobs get /dev/null as stdin unless told otherwise: hand the
+                // watcher our stdin explicitly (fd 3).
+                r#"exec 3<&0; "$@" & child=$!; { cat >/dev/null; kill -TERM $child 2>/dev/null; } <&3 & wait $child"#,
                 "bash",
             ])
             .arg(env!("CARGO_BIN_EXE_rayshare"))
@@ -379,8 +381,9 @@ pub struct TestEnv {
     /// Namespace without the enable label.
     pub ns_off: String,
     pub admin: Client,
-    _dir: tempfile::TempDir,
+    /// Before `_dir`: fields drop in order, and the instances print their logs on failure.
     pub instances: Vec<Rayshare>,
+    _dir: tempfile::TempDir,
     pub ca: String,
 }
 
