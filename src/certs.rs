@@ -56,7 +56,11 @@ pub fn write(dir: &Path, certs: &DevCerts) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("ca.crt"), &certs.ca_pem)?;
     std::fs::write(dir.join("tls.crt"), &certs.cert_pem)?;
-    std::fs::write(dir.join("tls.key"), &certs.key_pem)?;
+    let key = dir.join("tls.key");
+    std::fs::write(&key, &certs.key_pem)?;
+    // A private key is for its owner only.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))?;
     Ok(())
 }
 

@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the admission webhook server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Show what rayshare would do to an object, offline (no cluster needed).
     Mutate(MutateArgs),
     /// Write a development CA and serving certificate.
@@ -89,6 +89,9 @@ pub struct ServeArgs {
     /// This replica's identity for leader election (the pod name in a cluster).
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
+    /// Leader lease duration: how soon another replica takes over the reconcilers.
+    #[arg(long, env = "RAYSHARE_LEADER_LEASE_SECONDS", default_value_t = 15)]
+    pub leader_lease_seconds: u64,
     /// Namespace of the leader-election Lease (rayshare's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "rayshare-system")]
     pub pod_namespace: String,

@@ -18,6 +18,7 @@ pub struct Config {
     pub shared_clusters: SharedClusters,
     pub pod_groups: PodGroups,
     pub indices: Indices,
+    pub reclaim: Reclaim,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,10 +38,29 @@ pub struct SharedClusters {
     /// Keep a minimal head-only stand-in `rayClusterSpec` next to the selector, for KubeRay
     /// run with `--batch-scheduler=volcano` (see README).
     pub volcano_stand_in_spec: bool,
+    /// At most this many active jobs per shared cluster (0: no limit); further jobs of the
+    /// same config go to `<name>-1`, `<name>-2`, ...
+    pub max_jobs_per_cluster: u32,
     /// Upper bound on the RayCluster create call made during admission.
     pub create_timeout_ms: u64,
     /// Deny the RayJob (instead of passing it unchanged) when the cluster cannot be ensured.
     pub deny_on_error: bool,
+}
+
+/// Deleting shared clusters that stayed idle (no active RayJob selecting them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Reclaim {
+    pub enabled: bool,
+    /// Idle time after which a shared cluster is deleted.
+    pub idle_ttl_seconds: u64,
+    /// Job annotation that asks for a longer TTL (copied to its cluster; the longest wins).
+    pub ttl_annotation: String,
+    pub interval_seconds: u64,
+    /// Only log what would be deleted.
+    pub dry_run: bool,
+    /// Reclaim only in these namespaces (empty: all).
+    pub namespaces: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +112,20 @@ impl Default for Config {
             shared_clusters: SharedClusters::default(),
             pod_groups: PodGroups::default(),
             indices: Indices::default(),
+            reclaim: Reclaim::default(),
+        }
+    }
+}
+
+impl Default for Reclaim {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_ttl_seconds: 1800,
+            ttl_annotation: "rayshare.io/idle-ttl-seconds".into(),
+            interval_seconds: 30,
+            dry_run: false,
+            namespaces: vec![],
         }
     }
 }
@@ -136,6 +170,7 @@ impl Default for SharedClusters {
             ]),
             autoscaling: Autoscaling::default(),
             volcano_stand_in_spec: false,
+            max_jobs_per_cluster: 0,
             create_timeout_ms: 3000,
             deny_on_error: false,
         }
@@ -269,6 +304,12 @@ impl Config {
         }
         if self.pod_groups.reconcile_interval_seconds == 0 {
             return invalid("podGroups.reconcileIntervalSeconds", "must be positive");
+        }
+        if self.reclaim.interval_seconds == 0 {
+            return invalid("reclaim.intervalSeconds", "must be positive");
+        }
+        if self.reclaim.idle_ttl_seconds == 0 {
+            return invalid("reclaim.idleTtlSeconds", "must be positive");
         }
         if self.indices.reconcile_interval_seconds == 0 {
             return invalid("indices.reconcileIntervalSeconds", "must be positive");

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -18,7 +18,7 @@ use crate::api::Health;
 use crate::config::Config;
 use crate::indices::{self, Slot};
 use crate::labels;
-use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
+use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
 
 pub fn ray_cluster_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -55,6 +55,106 @@ pub struct KubeWorld {
     /// One queue per worker group: this replica's claims for a group go one at a time, so
     /// they never race each other (races with other replicas are settled by the API server).
     group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Active jobs per shared cluster, when `maxJobsPerCluster` needs them.
+    jobs: Option<Arc<JobIndex>>,
+}
+
+/// Which jobs select which shared cluster: a watch-fed index (a count per admission
+/// must not scan every job), plus jobs this replica admitted that the watch has not
+/// delivered yet.
+#[derive(Default)]
+pub struct JobIndex {
+    state: std::sync::Mutex<JobIndexState>,
+}
+
+#[derive(Default)]
+struct JobIndexState {
+    /// (namespace, job) -> the cluster it actively uses.
+    active: HashMap<(String, String), String>,
+    /// Replaces `active` when a relist completes.
+    relisting: HashMap<(String, String), String>,
+    /// (namespace, cluster) -> (job name, admitted at), until the watch shows them.
+    pending: HashMap<(String, String), Vec<(String, Instant)>>,
+}
+
+/// How long an admitted job counts before the watch shows it.
+const PENDING_FOR: Duration = Duration::from_secs(30);
+
+impl JobIndex {
+    fn active_entry(job: &DynamicObject) -> Option<((String, String), String)> {
+        let value = serde_json::to_value(job).ok()?;
+        if crate::reclaim::is_terminal(&value) {
+            return None;
+        }
+        let cluster = value["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+        Some(((job.namespace()?, job.name_any()), cluster.to_string()))
+    }
+
+    fn apply(&self, event: watcher::Event<DynamicObject>) {
+        let mut s = self.state.lock().expect("not poisoned");
+        match event {
+            watcher::Event::Apply(job) | watcher::Event::Delete(job) => {
+                let key = (job.namespace().unwrap_or_default(), job.name_any());
+                s.active.remove(&key);
+                let deleted = job.metadata.deletion_timestamp.is_some();
+                if let Some((key, cluster)) = Self::active_entry(&job).filter(|_| !deleted) {
+                    s.active.insert(key, cluster);
+                }
+            }
+            watcher::Event::Init => s.relisting.clear(),
+            watcher::Event::InitApply(job) => {
+                if let Some((key, cluster)) = Self::active_entry(&job) {
+                    s.relisting.insert(key, cluster);
+                }
+            }
+            watcher::Event::InitDone => {
+                let fresh = std::mem::take(&mut s.relisting);
+                s.active = fresh;
+            }
+        }
+    }
+
+    pub fn count(&self, namespace: &str, cluster: &str) -> usize {
+        let mut s = self.state.lock().expect("not poisoned");
+        let mut names: BTreeSet<&str> = BTreeSet::new();
+        for ((ns, job), c) in &s.active {
+            if ns == namespace && c == cluster {
+                names.insert(job);
+            }
+        }
+        let known = names.len();
+        let mut unnamed = 0;
+        let key = (namespace.to_string(), cluster.to_string());
+        let pending: Vec<(String, Instant)> = s
+            .pending
+            .get(&key)
+            .map(|p| {
+                p.iter()
+                    .filter(|(_, at)| at.elapsed() < PENDING_FOR)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut extra = BTreeSet::new();
+        for (job, _) in &pending {
+            if job.is_empty() {
+                unnamed += 1;
+            } else if !s.active.contains_key(&(namespace.to_string(), job.clone())) {
+                extra.insert(job.clone());
+            }
+        }
+        s.pending.insert(key, pending);
+        known + extra.len() + unnamed
+    }
+
+    pub fn note(&self, namespace: &str, cluster: &str, job: &str) {
+        let mut s = self.state.lock().expect("not poisoned");
+        let entry = s
+            .pending
+            .entry((namespace.into(), cluster.into()))
+            .or_default();
+        entry.push((job.into(), Instant::now()));
+    }
 }
 
 /// (namespace, cluster, worker group).
@@ -138,11 +238,30 @@ impl KubeWorld {
             }));
             reader
         });
+        let jobs = (config.shared_clusters.enabled
+            && config.shared_clusters.max_jobs_per_cluster > 0)
+            .then(|| {
+                let index = Arc::new(JobIndex::default());
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
+                let selector = watcher::Config::default()
+                    .labels(labels::JOB_CLUSTER)
+                    .any_semantic();
+                let feed = index.clone();
+                tokio::spawn(watcher(api, selector).default_backoff().for_each(move |e| {
+                    match e {
+                        Ok(event) => feed.apply(event),
+                        Err(e) => tracing::warn!(error = %e, "RayJob watch error"),
+                    }
+                    async {}
+                }));
+                index
+            });
         let world = Arc::new(Self {
             client,
             clusters,
             namespaces,
             group_queues: Default::default(),
+            jobs,
         });
         let stores = (world.clusters.clone(), world.namespaces.clone());
         tokio::spawn(async move {
@@ -274,13 +393,47 @@ impl KubeWorld {
 }
 
 impl World for KubeWorld {
+    fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
+        self.jobs
+            .as_ref()
+            .map_or(0, |j| j.count(namespace, cluster))
+    }
+
+    fn note_admitted(&self, namespace: &str, cluster: &str, job: &str) {
+        if let Some(j) = &self.jobs {
+            j.note(namespace, cluster, job);
+        }
+    }
+
+    async fn touch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<Touched, WorldError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &ray_cluster_resource());
+        let patch = Patch::Merge(json!({ "metadata": { "annotations": annotations } }));
+        match bounded(timeout, api.patch(name, &PatchParams::default(), &patch)).await? {
+            Ok(c) if c.metadata.deletion_timestamp.is_some() => Ok(Touched::Deleting),
+            Ok(_) => Ok(Touched::Alive),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Touched::Gone),
+            Err(e) => Err(to_world_error(e)),
+        }
+    }
+
     fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
         let store = self.clusters.as_ref()?;
         let key = ObjectRef::new_with(name, ray_cluster_resource()).within(namespace);
         let obj = store.get(&key)?;
         let meta = obj.meta();
         Some(ClusterInfo::from_value(&json!({
-            "metadata": { "uid": meta.uid, "labels": meta.labels, "annotations": meta.annotations },
+            "metadata": {
+                "uid": meta.uid, "labels": meta.labels, "annotations": meta.annotations,
+                "creationTimestamp": meta.creation_timestamp,
+                "deletionTimestamp": meta.deletion_timestamp,
+            },
             "spec": obj.data.get("spec"),
         })))
     }

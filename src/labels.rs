@@ -11,6 +11,8 @@ pub const CONFIG_DIGEST: &str = "rayshare.io/config-digest";
 pub const JOB_CLUSTER: &str = "rayshare.io/cluster";
 pub const FOR_POD: &str = "rayshare.io/pod";
 pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
+/// On a shared cluster: the longest idle TTL its jobs asked for.
+pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 
 // KubeRay.
 pub const RAY_CLUSTER: &str = "ray.io/cluster";

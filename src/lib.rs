@@ -21,6 +21,7 @@ pub mod mutate;
 pub mod offline;
 pub mod pod_group;
 pub mod quantity;
+pub mod reclaim;
 pub mod reconcile;
 pub mod server;
 pub mod shared_cluster;

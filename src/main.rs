@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         .build()
         .expect("building the tokio runtime");
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(args)),
+        Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Mutate(args) => runtime.block_on(mutate(args)),
         Command::Certs(args) => make_certs(args),
     }
@@ -83,6 +83,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         reconcile::Election {
             namespace: args.pod_namespace.clone(),
             identity,
+            lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
         },
     );
     tokio::spawn(certs.clone().watch(

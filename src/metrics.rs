@@ -24,6 +24,17 @@ pub struct CauseLabel {
     pub cause: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub namespace: String,
+    pub cluster: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
@@ -35,6 +46,8 @@ pub struct Metrics {
     pub errors: Family<CauseLabel, Counter>,
     pub cert_reloads: Family<CauseLabel, Counter>,
     pub in_flight: Gauge,
+    pub shared_clusters: Family<StateLabel, Gauge>,
+    pub cluster_jobs: Family<ClusterLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -89,8 +102,22 @@ impl Default for Metrics {
             "Admission requests being answered",
             in_flight.clone(),
         );
+        let shared_clusters = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "shared_clusters",
+            "rayshare's shared RayClusters by state (busy, idle, expired), as of the last reclaim pass",
+            shared_clusters.clone(),
+        );
+        let cluster_jobs = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "shared_cluster_active_jobs",
+            "Active RayJobs per shared RayCluster, as of the last reclaim pass",
+            cluster_jobs.clone(),
+        );
         Self {
             registry,
+            shared_clusters,
+            cluster_jobs,
             requests,
             duration,
             patches,

@@ -10,9 +10,13 @@ use serde_json::Value;
 use crate::admission::{AdmissionRequest, Verdict};
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
-use crate::shared_cluster::{self, Existing};
-use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
-use crate::{indices, pod_group};
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::shared_cluster::{self, Rewrite};
+use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
+use crate::{indices, labels, pod_group, reclaim};
 
 /// How a request ended, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,48 @@ pub struct Admission {
     pub object: Option<Value>,
     /// Objects rayshare created or found for this request.
     pub ensured: Vec<Value>,
+}
+
+/// Most clusters one config may spread over (`maxJobsPerCluster`).
+const MAX_POOL: u32 = 100;
+
+/// Why a shared cluster could not be used.
+struct Failure {
+    cause: &'static str,
+    message: String,
+    deny: bool,
+}
+
+impl Failure {
+    fn conflict(name: &str) -> Self {
+        Self {
+            cause: "name_conflict",
+            message: format!(
+                "rayshare: RayJob left unchanged: a RayCluster named {name} exists that rayshare did not create for this config"
+            ),
+            deny: false,
+        }
+    }
+
+    fn deleting(name: &str) -> Self {
+        Self {
+            cause: "cluster_deleting",
+            message: format!(
+                "rayshare: RayJob left unchanged (it gets its own cluster): shared RayCluster {name} is being reclaimed"
+            ),
+            deny: false,
+        }
+    }
+
+    fn api(e: &WorldError, name: &str, deny: bool) -> Self {
+        Self {
+            cause: e.cause(),
+            message: format!(
+                "rayshare: RayJob left unchanged (it gets its own cluster): cannot ensure shared RayCluster {name}: {e}"
+            ),
+            deny,
+        }
+    }
 }
 
 /// Accumulates one request's changes; each feature either applies fully or not at all.
@@ -119,49 +165,123 @@ impl<W: World> Work<'_, W> {
             }
             Ok(shared_cluster::Plan::Rewrite(r)) => r,
         };
-        let classify = |info: Option<ClusterInfo>| match info {
-            None => Existing::Missing,
-            Some(i) if i.managed_by_rayshare && i.digest.as_deref() == Some(&rewrite.digest) => {
-                Existing::Same
-            }
-            Some(_) => Existing::Conflict,
-        };
-        let mut existing = classify(self.world.ray_cluster(&self.namespace, &rewrite.name));
-        if existing == Existing::Same {
-            self.count(|m| &m.reused, "RayCluster");
-        }
-        if existing == Existing::Missing {
-            match self.create(&rewrite.cluster, cfg.create_timeout_ms).await {
-                Ok(Created::Created) => {
-                    existing = Existing::Same;
-                    if !self.req.dry_run {
-                        self.count(|m| &m.created, "RayCluster");
-                    }
-                }
-                Ok(Created::Exists(found)) => {
-                    existing = classify(Some(ClusterInfo::from_value(&found)));
-                    self.count(|m| &m.reused, "RayCluster");
-                }
-                Err(e) => {
-                    let msg = format!(
-                        "rayshare: RayJob left unchanged (it gets its own cluster): cannot create shared RayCluster {}: {e}",
-                        rewrite.name
-                    );
-                    return self.fail(e.cause(), msg, cfg.deny_on_error);
-                }
-            }
-        }
-        if existing == Existing::Conflict {
-            let msg = format!(
-                "rayshare: RayJob left unchanged: a RayCluster named {} exists that rayshare did not create for this config",
-                rewrite.name
+        let now = Timestamp::now();
+        let job_ttl = labels::get(
+            &self.object,
+            "annotations",
+            &self.cfg.reclaim.ttl_annotation,
+        )
+        .and_then(|v| v.parse::<u64>().ok());
+        for index in 0..MAX_POOL {
+            let mut member = rewrite.pooled(index);
+            let cluster = &mut member.cluster;
+            labels::set(
+                cluster,
+                "annotations",
+                reclaim::LAST_ADMITTED,
+                &now.to_string(),
             );
-            return self.fail("name_conflict", msg, false);
+            if let Some(ttl) = job_ttl {
+                labels::set(cluster, "annotations", labels::IDLE_TTL, &ttl.to_string());
+            }
+            match self.ensure_member(&member, now, job_ttl).await {
+                Ok(false) => continue,
+                Ok(true) => {
+                    if !self.req.dry_run {
+                        let job = self.req.name.as_str();
+                        self.world.note_admitted(&self.namespace, &member.name, job);
+                    }
+                    self.object = member.job;
+                    self.warnings.extend(member.warnings);
+                    self.ensured.push(member.cluster);
+                    return;
+                }
+                Err(Failure {
+                    cause,
+                    message,
+                    deny,
+                }) => return self.fail(cause, message, deny),
+            }
         }
-        let rewrite = *rewrite;
-        self.object = rewrite.job;
-        self.warnings.extend(rewrite.warnings);
-        self.ensured.push(rewrite.cluster);
+        let msg = format!(
+            "rayshare: RayJob left unchanged: all {MAX_POOL} shared clusters of its config are full"
+        );
+        self.fail("pool_exhausted", msg, false)
+    }
+
+    fn same_config(info: &ClusterInfo, digest: &str) -> bool {
+        info.managed_by_rayshare && info.digest.as_deref() == Some(digest)
+    }
+
+    /// Makes one pool member usable for this job: `Ok(false)` when it is full.
+    async fn ensure_member(
+        &self,
+        member: &Rewrite,
+        now: Timestamp,
+        job_ttl: Option<u64>,
+    ) -> Result<bool, Failure> {
+        let cfg = &self.cfg.shared_clusters;
+        let Some(info) = self.world.ray_cluster(&self.namespace, &member.name) else {
+            return self.create_member(member).await;
+        };
+        if !Self::same_config(&info, &member.digest) {
+            return Err(Failure::conflict(&member.name));
+        }
+        let max = cfg.max_jobs_per_cluster as usize;
+        if max > 0 && self.world.active_jobs(&self.namespace, &member.name) >= max {
+            return Ok(false);
+        }
+        if info.deleting {
+            return Err(Failure::deleting(&member.name));
+        }
+        // Refresh the last-admitted stamp (see `reclaim`): this is what keeps the
+        // reclaimer from deleting a cluster a job was just admitted onto.
+        let ttl = reclaim::ttl(info.idle_ttl.as_deref(), self.cfg.reclaim.idle_ttl_seconds);
+        let wants_longer = job_ttl.is_some_and(|t| Duration::from_secs(t) > ttl);
+        let reference = info.last_admitted.max(info.created);
+        if !self.req.dry_run && (wants_longer || reclaim::stamp_due(reference, ttl, now)) {
+            let mut stamp = BTreeMap::from([(reclaim::LAST_ADMITTED.to_string(), now.to_string())]);
+            if let Some(t) = job_ttl.filter(|_| wants_longer) {
+                stamp.insert(labels::IDLE_TTL.to_string(), t.to_string());
+            }
+            let timeout = Duration::from_millis(cfg.create_timeout_ms);
+            match self
+                .world
+                .touch_cluster(&self.namespace, &member.name, &stamp, timeout)
+                .await
+            {
+                Ok(Touched::Alive) => {}
+                Ok(Touched::Gone) => return self.create_member(member).await,
+                Ok(Touched::Deleting) => return Err(Failure::deleting(&member.name)),
+                Err(e) => return Err(Failure::api(&e, &member.name, cfg.deny_on_error)),
+            }
+        }
+        self.count(|m| &m.reused, "RayCluster");
+        Ok(true)
+    }
+
+    async fn create_member(&self, member: &Rewrite) -> Result<bool, Failure> {
+        let cfg = &self.cfg.shared_clusters;
+        match self.create(&member.cluster, cfg.create_timeout_ms).await {
+            Ok(Created::Created) => {
+                if !self.req.dry_run {
+                    self.count(|m| &m.created, "RayCluster");
+                }
+                Ok(true)
+            }
+            Ok(Created::Exists(found)) => {
+                let info = ClusterInfo::from_value(&found);
+                if !Self::same_config(&info, &member.digest) {
+                    return Err(Failure::conflict(&member.name));
+                }
+                if info.deleting {
+                    return Err(Failure::deleting(&member.name));
+                }
+                self.count(|m| &m.reused, "RayCluster");
+                Ok(true)
+            }
+            Err(e) => Err(Failure::api(&e, &member.name, cfg.deny_on_error)),
+        }
     }
 
     async fn indices(&mut self) {

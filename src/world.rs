@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::indices::{self, Slot};
-use crate::labels;
+use crate::{labels, reclaim};
 
 /// What rayshare needs to know about a RayCluster.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,6 +23,13 @@ pub struct ClusterInfo {
     pub digest: Option<String>,
     /// `numOfHosts` per worker group (default 1).
     pub worker_hosts: BTreeMap<String, u32>,
+    pub created: Option<Timestamp>,
+    /// When a job was last admitted onto it (rayshare's stamp).
+    pub last_admitted: Option<Timestamp>,
+    /// Its idle-TTL annotation, as written.
+    pub idle_ttl: Option<String>,
+    /// Being deleted (has a deletionTimestamp).
+    pub deleting: bool,
 }
 
 impl ClusterInfo {
@@ -43,6 +52,11 @@ impl ClusterInfo {
                 == Some(labels::MANAGER),
             digest: labels::get(cluster, "annotations", labels::CONFIG_DIGEST).map(Into::into),
             worker_hosts,
+            created: reclaim::parse_time(&cluster["metadata"]["creationTimestamp"]),
+            last_admitted: labels::get(cluster, "annotations", reclaim::LAST_ADMITTED)
+                .and_then(|t| t.parse().ok()),
+            idle_ttl: labels::get(cluster, "annotations", labels::IDLE_TTL).map(Into::into),
+            deleting: cluster["metadata"]["deletionTimestamp"].is_string(),
         }
     }
 }
@@ -52,6 +66,14 @@ pub enum Created {
     Created,
     /// An object of that name exists; here it is, as the API server has it.
     Exists(Value),
+}
+
+/// What became of a cluster rayshare stamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touched {
+    Alive,
+    Gone,
+    Deleting,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -101,6 +123,19 @@ pub trait World: Send + Sync + 'static {
         object: &Value,
         timeout: Duration,
     ) -> impl Future<Output = Result<Created, WorldError>> + Send;
+    /// Active (non-terminal) RayJobs selecting the cluster, including ones this replica
+    /// admitted that its cache has not seen yet.
+    fn active_jobs(&self, namespace: &str, cluster: &str) -> usize;
+    /// Records that a job was admitted onto a cluster.
+    fn note_admitted(&self, namespace: &str, cluster: &str, job: &str);
+    /// Merges `annotations` into a RayCluster's metadata.
+    fn touch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Touched, WorldError>> + Send;
     /// Claims a free (replica, host) slot of a worker group through the API server.
     fn claim_slot(
         &self,
@@ -115,6 +150,8 @@ pub struct MemoryWorld {
     pub objects: Mutex<HashMap<(String, String, String), Value>>,
     pub claims: Mutex<BTreeMap<(String, String, String), BTreeSet<Slot>>>,
     pub namespace_queues: HashMap<String, String>,
+    /// Jobs admitted per (namespace, cluster).
+    pub jobs: Mutex<HashMap<(String, String), usize>>,
     /// Makes every write fail, as an unreachable API server would.
     pub fail_writes: Option<WorldError>,
 }
@@ -171,6 +208,47 @@ impl World for MemoryWorld {
                 Ok(Created::Created)
             }
         }
+    }
+
+    fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
+        let jobs = self.jobs.lock().expect("not poisoned");
+        jobs.get(&(namespace.into(), cluster.into()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn note_admitted(&self, namespace: &str, cluster: &str, _job: &str) {
+        let mut jobs = self.jobs.lock().expect("not poisoned");
+        *jobs.entry((namespace.into(), cluster.into())).or_default() += 1;
+    }
+
+    async fn touch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+        _timeout: Duration,
+    ) -> Result<Touched, WorldError> {
+        if let Some(e) = &self.fail_writes {
+            return Err(e.clone());
+        }
+        let mut objects = self.objects.lock().expect("not poisoned");
+        let k = (
+            "RayCluster".to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        let Some(cluster) = objects.get_mut(&k) else {
+            return Ok(Touched::Gone);
+        };
+        for (key, value) in annotations {
+            labels::set(cluster, "annotations", key, value);
+        }
+        Ok(if ClusterInfo::from_value(cluster).deleting {
+            Touched::Deleting
+        } else {
+            Touched::Alive
+        })
     }
 
     async fn claim_slot(&self, r: &IndexRequest, _timeout: Duration) -> Result<Slot, WorldError> {

@@ -294,3 +294,63 @@ async fn features_can_be_switched_off() {
     }
     assert!(s.world.created().is_empty());
 }
+
+#[tokio::test]
+async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
+    let mut config = Config::default();
+    config.shared_clusters.max_jobs_per_cluster = 2;
+    let s = state(MemoryWorld::default(), config);
+    let mut selected = Vec::new();
+    for i in 0..5 {
+        let mut job = sample("rayjob");
+        job["metadata"]["name"] = json!(format!("job-{i}"));
+        let r = post(s.clone(), &review("ray.io", "v1", "RayJob", "CREATE", job)).await;
+        let op = patch_of(&r)
+            .into_iter()
+            .find(|o| o["path"] == "/spec/clusterSelector")
+            .unwrap();
+        selected.push(op["value"]["ray.io/cluster"].as_str().unwrap().to_string());
+    }
+    let base = &selected[0];
+    let want = [
+        base.clone(),
+        base.clone(),
+        format!("{base}-1"),
+        format!("{base}-1"),
+        format!("{base}-2"),
+    ];
+    assert_eq!(selected, want);
+    let created: Vec<Value> = s.world.created();
+    assert_eq!(created.len(), 3);
+    // Pool members are the same config: same spec and digest, different names.
+    assert_eq!(created[0]["spec"], created[2]["spec"]);
+    assert_eq!(
+        created[0]["metadata"]["annotations"]["rayshare.io/config-digest"],
+        created[2]["metadata"]["annotations"]["rayshare.io/config-digest"]
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_being_reclaimed_is_not_used() {
+    let s = state(MemoryWorld::default(), Config::default());
+    post(
+        s.clone(),
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    for v in s.world.objects.lock().unwrap().values_mut() {
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    let r = post(
+        s,
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await;
+    assert!(r.get("patch").is_none());
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("being reclaimed")
+    );
+}

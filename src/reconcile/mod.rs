@@ -1,6 +1,7 @@
 //! Background reconcilers, run by one replica at a time (see `leader`): they delete what
 //! rayshare created for objects that never appeared or are gone.
 
+pub mod clusters;
 pub mod index_claims;
 pub mod leader;
 pub mod pod_groups;
@@ -17,11 +18,12 @@ use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
-const LEASE_DURATION: Duration = Duration::from_secs(15);
 
 pub struct Election {
     pub namespace: String,
     pub identity: String,
+    /// How long a leader's lease lasts without renewal (takeover time after a crash).
+    pub lease: Duration,
 }
 
 /// Age of an object from its creationTimestamp (zero when unknown).
@@ -88,10 +90,11 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
         &election.namespace,
         LEASE_NAME,
         &election.identity,
-        LEASE_DURATION,
+        election.lease,
     );
+    let lease = election.lease;
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(interval).min(LEASE_DURATION / 3));
+        let mut tick = tokio::time::interval(Duration::from_secs(interval).min(lease / 3));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leading = false;
         loop {
@@ -117,6 +120,9 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
             }
             if config.indices.enabled {
                 index_claims::pass(&client, &config.indices, &metrics).await;
+            }
+            if config.reclaim.enabled && config.shared_clusters.enabled {
+                clusters::pass(&client, &config, &metrics).await;
             }
         }
     });

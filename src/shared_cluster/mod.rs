@@ -204,6 +204,24 @@ pub fn plan(
     })))
 }
 
+impl Rewrite {
+    /// Moves the job to member `index` of its config's pool: `<name>` for 0, else
+    /// `<name>-<index>` (same spec and digest).
+    pub fn pooled(&self, index: u32) -> Rewrite {
+        if index == 0 {
+            return self.clone();
+        }
+        let name = format!("{}-{index}", self.name);
+        let mut r = self.clone();
+        r.cluster["metadata"]["name"] = json!(name);
+        r.job["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });
+        labels::set(&mut r.job, "labels", labels::JOB_CLUSTER, &name);
+        r.warnings[0] = format!("rayshare: runs on shared RayCluster {name}");
+        r.name = name;
+        r
+    }
+}
+
 /// A head-only spec with no resources, for KubeRay's Volcano integration: it needs a
 /// spec to be present, and sizes the submitter's gang from it (see README).
 fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {

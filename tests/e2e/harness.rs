@@ -59,14 +59,25 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
-/// Renders one template of the chart with helm (built from Go modules, cached).
-pub fn helm_template(show_only: &str, sets: &[&str]) -> Vec<Value> {
-    static HELM: LazyLock<PathBuf> =
-        LazyLock::new(|| run_script(&repo().join("tests/tools/build-helm.sh")));
+/// helm (built from Go modules, cached).
+static HELM: LazyLock<PathBuf> =
+    LazyLock::new(|| run_script(&repo().join("tests/tools/build-helm.sh")));
+
+/// `helm template <release> charts/rayshare --namespace <namespace> [--show-only <template>]
+/// [--set <set>]...`: the rendered YAML, as helm prints it.
+pub fn helm_render(
+    release: &str,
+    namespace: &str,
+    show_only: Option<&str>,
+    sets: &[&str],
+) -> String {
     let mut cmd = Command::new(&*HELM);
-    cmd.args(["template", "rayshare"])
+    cmd.args(["template", release])
         .arg(repo().join("charts/rayshare"))
-        .args(["--namespace", RAYSHARE_NAMESPACE, "--show-only", show_only]);
+        .args(["--namespace", namespace]);
+    if let Some(template) = show_only {
+        cmd.args(["--show-only", template]);
+    }
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -76,7 +87,12 @@ pub fn helm_template(show_only: &str, sets: &[&str]) -> Vec<Value> {
         "helm template failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Renders one template of the chart as release `rayshare` in `rayshare-system`.
+pub fn helm_template(show_only: &str, sets: &[&str]) -> Vec<Value> {
+    let text = helm_render("rayshare", RAYSHARE_NAMESPACE, Some(show_only), sets);
     rayshare::offline::documents(&text).expect("helm renders YAML")
 }
 
@@ -310,6 +326,8 @@ impl Rayshare {
             .args(["--pod-name", name, "--pod-namespace", namespace])
             .args(["--drain-timeout-seconds", "5"])
             .env("RAYSHARE_LOG", "info,rayshare=debug")
+            // Fast reconciler takeover when a test stops the leader.
+            .env("RAYSHARE_LEADER_LEASE_SECONDS", "3")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -326,6 +344,10 @@ impl Rayshare {
             admin_url: format!("http://127.0.0.1:{admin_port}"),
             url: format!("https://127.0.0.1:{port}/mutate"),
         }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Stops the process and waits for it.

@@ -1,7 +1,9 @@
 //! End-to-end tests through a real kube-apiserver (see harness.rs).
 
 mod admission;
+mod chart;
 mod harness;
 mod indices;
 mod pod_groups;
+mod reclaim;
 mod shared_clusters;

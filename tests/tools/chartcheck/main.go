@@ -353,7 +353,7 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 
 func checkRules(p *problems, rules []rbacv1.PolicyRule) {
 	want := map[string][]string{
-		"ray.io/rayclusters":              {"create", "delete", "get", "list", "watch"},
+		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
 		"ray.io/rayjobs":                  {"get", "list", "watch"},
 		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "watch"},
 		"coordination.k8s.io/leases":      {"create", "delete", "get", "list", "update", "watch"},

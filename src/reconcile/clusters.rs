@@ -1,0 +1,151 @@
+//! Reclaims shared clusters that stayed idle past their TTL (see `crate::reclaim` for the
+//! rule and the hand-off with admission that keeps jobs from being stranded).
+
+use std::collections::HashMap;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
+
+use crate::config::Config;
+use crate::kube_world::{ray_cluster_resource, ray_job_resource};
+use crate::labels;
+use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
+use crate::reclaim::{self, Decision};
+
+pub async fn pass(client: &Client, config: &Config, metrics: &Metrics) {
+    if let Err(e) = try_pass(client, config, metrics).await {
+        tracing::warn!(error = %e, "cluster reclaim pass failed");
+        metrics.error("reconcile_list");
+    }
+}
+
+/// Per cluster: active jobs and when the last one ended.
+#[derive(Default)]
+struct Usage {
+    active: usize,
+    last_end: Option<Timestamp>,
+}
+
+async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result<(), kube::Error> {
+    let cfg = &config.reclaim;
+    let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ray_cluster_resource());
+    let selector = format!(
+        "{}={},{}=true",
+        labels::MANAGED_BY,
+        labels::MANAGER,
+        labels::SHARED_CLUSTER
+    );
+    let clusters_list = clusters
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await?;
+    let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
+    let mut usage: HashMap<(String, String), Usage> = HashMap::new();
+    for job in jobs
+        .list(&ListParams::default().labels(labels::JOB_CLUSTER))
+        .await?
+    {
+        let job = serde_json::to_value(job).unwrap_or_default();
+        let Some(cluster) = job["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str() else {
+            continue;
+        };
+        let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();
+        let u = usage
+            .entry((ns.to_string(), cluster.to_string()))
+            .or_default();
+        if reclaim::is_terminal(&job) {
+            let end = reclaim::parse_time(&job["status"]["endTime"]);
+            u.last_end = u.last_end.max(end);
+        } else {
+            u.active += 1;
+        }
+    }
+
+    let now = Timestamp::now();
+    let mut states: HashMap<&'static str, i64> = HashMap::new();
+    metrics.cluster_jobs.clear();
+    for cluster in clusters_list.items {
+        let meta = &cluster.metadata;
+        let (Some(ns), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            continue;
+        };
+        if !cfg.namespaces.is_empty() && !cfg.namespaces.contains(&ns) {
+            continue;
+        }
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        let u = usage
+            .remove(&(ns.clone(), name.clone()))
+            .unwrap_or_default();
+        let stamp = annotations
+            .get(reclaim::LAST_ADMITTED)
+            .and_then(|t| t.parse().ok());
+        let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+        let since = [created, stamp, u.last_end]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(now);
+        let ttl = reclaim::ttl(
+            annotations.get(labels::IDLE_TTL).map(String::as_str),
+            cfg.idle_ttl_seconds,
+        );
+        let decision = reclaim::decide(u.active, since, ttl, now);
+        *states.entry(decision.state()).or_default() += 1;
+        metrics
+            .cluster_jobs
+            .get_or_create(&ClusterLabels {
+                namespace: ns.clone(),
+                cluster: name.clone(),
+            })
+            .set(u.active as i64);
+        let Decision::Reclaim { idle_for } = decision else {
+            continue;
+        };
+        if meta.deletion_timestamp.is_some() {
+            continue;
+        }
+        let reason = format!(
+            "no active RayJob for {}s (TTL {}s)",
+            idle_for.as_secs(),
+            ttl.as_secs()
+        );
+        if cfg.dry_run {
+            tracing::info!(namespace = %ns, cluster = %name, %reason, "would reclaim idle shared cluster (dry run)");
+            continue;
+        }
+        // The resourceVersion we judged by: a job admitted since (stamp) makes this fail.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
+                metrics
+                    .deleted
+                    .get_or_create(&KindLabel { kind: "RayCluster" })
+                    .inc();
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {
+                tracing::info!(namespace = %ns, cluster = %name, "not reclaimed: it changed (a job was admitted) or is gone");
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %ns, cluster = %name, error = %e, "reclaim delete failed");
+                metrics.error("reconcile_delete");
+            }
+        }
+    }
+    for state in ["busy", "idle", "expired"] {
+        let n = states.get(state).copied().unwrap_or(0);
+        metrics
+            .shared_clusters
+            .get_or_create(&StateLabel { state })
+            .set(n);
+    }
+    Ok(())
+}

@@ -1,0 +1,181 @@
+//! Shared-cluster lifecycle: idle clusters reclaimed, busy ones kept, no job stranded when
+//! admission races reclamation, pools, and reconciler hand-off between replicas.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+async fn create_job(env: &TestEnv, file: &str, name: &str, labels: Value) -> Value {
+    let mut job = sample(file);
+    job["metadata"]["name"] = json!(name);
+    job["metadata"]["namespace"] = json!(env.ns);
+    json_patch::merge(&mut job["metadata"]["labels"], &labels);
+    let obj: DynamicObject = serde_json::from_value(job).unwrap();
+    let created = env
+        .api(&ray_job_resource(), &env.ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    serde_json::to_value(created).unwrap()
+}
+
+/// What KubeRay would do when the job ends (there is no operator here).
+async fn finish(env: &TestEnv, name: &str) {
+    let patch = json!({"status": {"jobDeploymentStatus": "Complete", "endTime": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    env.api(&ray_job_resource(), &env.ns)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+fn selected(job: &Value) -> Option<String> {
+    job["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .map(String::from)
+}
+
+async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
+    let c = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    c.metadata
+        .deletion_timestamp
+        .is_none()
+        .then(|| c.metadata.uid.unwrap())
+}
+
+#[tokio::test]
+async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
+    let config =
+        "reclaim:\n  idleTtlSeconds: 2\n  intervalSeconds: 1\n  namespaces: [e2e-reclaim]\n";
+    let env = TestEnv::new("reclaim", config, 1).await;
+    let idle = selected(&create_job(&env, "rayjob-run-a.yaml", "done", json!({})).await).unwrap();
+    let busy = selected(&create_job(&env, "rayjob-other-config.yaml", "running", json!({})).await)
+        .unwrap();
+    finish(&env, "done").await;
+    wait_for("the idle cluster to be reclaimed", || async {
+        cluster_uid(&env, &idle).await.is_none().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        cluster_uid(&env, &busy).await.is_some(),
+        "a cluster with an active job is kept"
+    );
+    let metrics = env.instances[0].metrics().await;
+    assert!(
+        metrics.contains("rayshare_objects_deleted_total{kind=\"RayCluster\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("rayshare_shared_clusters{state=\"busy\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        env.instances[0]
+            .log_text()
+            .contains("reclaimed idle shared cluster")
+    );
+}
+
+/// Admission raced against reclamation, many times: every admitted job's cluster exists
+/// while the job is active.
+#[tokio::test]
+async fn jobs_admitted_during_reclamation_are_never_stranded() {
+    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  namespaces: [e2e-race]\n";
+    let env = TestEnv::new("race", config, 1).await;
+    let mut uids = BTreeSet::new();
+    let mut unchanged = 0;
+    for i in 0..30u64 {
+        let name = format!("job-{i}");
+        let job = create_job(&env, "rayjob-run-a.yaml", &name, json!({})).await;
+        match selected(&job) {
+            Some(cluster) => {
+                // The job is active: its cluster must exist now, and stay.
+                for _ in 0..2 {
+                    let uid = cluster_uid(&env, &cluster).await;
+                    assert!(uid.is_some(), "job {name} selects {cluster}, which is gone");
+                    uids.extend(uid);
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+            None => unchanged += 1, // fail-open: the job kept its own cluster
+        }
+        finish(&env, &name).await;
+        // Land the next admission at varying points of the idle TTL (1 s) and of the
+        // reclaimer's cycle (1 s): before, around and after the cluster is reclaimed.
+        tokio::time::sleep(Duration::from_millis((i * 337) % 3000)).await;
+    }
+    eprintln!(
+        "[race] {} cluster incarnations, {unchanged} jobs passed unchanged",
+        uids.len()
+    );
+    assert!(
+        uids.len() > 1,
+        "the race was not exercised: the cluster was never reclaimed"
+    );
+}
+
+#[tokio::test]
+async fn the_pool_spreads_jobs_over_clusters_of_one_config() {
+    let config = "sharedClusters:\n  maxJobsPerCluster: 2\nreclaim:\n  enabled: false\n";
+    let env = TestEnv::new("pool", config, 1).await;
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..5 {
+        let job = create_job(&env, "rayjob-run-a.yaml", &format!("job-{i}"), json!({})).await;
+        *counts.entry(selected(&job).unwrap()).or_default() += 1;
+        // Let the job watch catch up, as it would between real task launches.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut sizes: Vec<usize> = counts.values().copied().collect();
+    sizes.sort();
+    assert_eq!(sizes, vec![1, 2, 2], "{counts:?}");
+    let clusters = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(clusters.items.len(), 3);
+}
+
+#[tokio::test]
+async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
+    let config =
+        "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  namespaces: [e2e-handoff]\n";
+    let mut env = TestEnv::new("handoff", config, 2).await;
+    let leases: Api<Lease> = Api::namespaced(env.admin.clone(), &env.ns);
+    let holder = || async {
+        leases
+            .get_opt("rayshare-reconciler")
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+    };
+    let leader = wait_for("a reconciler leader", holder).await;
+    let index = if leader.ends_with("-0") { 0 } else { 1 };
+    env.instances[index].stop();
+    let survivor = &env.instances[1 - index];
+    let shard = json!({SHARD_LABEL: (1 - index).to_string()});
+    let cluster = selected(&create_job(&env, "rayjob-run-a.yaml", "after", shard).await).unwrap();
+    finish(&env, "after").await;
+    wait_for(
+        "the surviving replica to reclaim the idle cluster",
+        || async { cluster_uid(&env, &cluster).await.is_none().then_some(()) },
+    )
+    .await;
+    let new_leader = holder().await.unwrap();
+    assert_ne!(new_leader, leader);
+    assert!(
+        survivor
+            .log_text()
+            .contains("reclaimed idle shared cluster")
+    );
+}
