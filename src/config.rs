@@ -130,6 +130,16 @@ impl Default for Reclaim {
     }
 }
 
+/// Pod-template metadata keys Flyte sets per run or attempt.
+const FLYTE_RUN_KEYS: &[&str] = &[
+    "run",
+    "action",
+    "attempt",
+    "flyte.org/run",
+    "flyte.org/action",
+    "flyte.org/is-root",
+];
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
@@ -145,22 +155,8 @@ impl Default for SharedClusters {
                 "FLYTE_ATTEMPT_NUMBER",
             ]),
             run_scoped_env_prefixes: strings(&["FLYTE_INTERNAL_"]),
-            run_scoped_labels: strings(&[
-                "run",
-                "action",
-                "attempt",
-                "flyte.org/run",
-                "flyte.org/action",
-                "flyte.org/is-root",
-            ]),
-            run_scoped_annotations: strings(&[
-                "run",
-                "action",
-                "attempt",
-                "flyte.org/run",
-                "flyte.org/action",
-                "flyte.org/is-root",
-            ]),
+            run_scoped_labels: strings(FLYTE_RUN_KEYS),
+            run_scoped_annotations: strings(FLYTE_RUN_KEYS),
             copied_job_labels: strings(&[
                 "ray.io/scheduler-name",
                 "ray.io/priority-class-name",

@@ -173,6 +173,19 @@ fn is_already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
 }
 
+/// Runs a reflector's watch stream forever, logging its errors (it retries with backoff).
+fn drive<K, S>(what: &'static str, stream: S)
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    tokio::spawn(stream.for_each(move |r| async move {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "{what} watch error");
+        }
+    }));
+}
+
 async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
@@ -210,13 +223,8 @@ impl KubeWorld {
                         }
                     }
                 })
-                .reflect(writer)
-                .applied_objects();
-            tokio::spawn(stream.for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "RayCluster watch error");
-                }
-            }));
+                .reflect(writer);
+            drive("RayCluster", stream);
             reader
         });
         let namespaces = need_namespaces.then(|| {
@@ -229,13 +237,8 @@ impl KubeWorld {
                     ns.spec = None;
                     ns.status = None;
                 })
-                .reflect(writer)
-                .applied_objects();
-            tokio::spawn(stream.for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "Namespace watch error");
-                }
-            }));
+                .reflect(writer);
+            drive("Namespace", stream);
             reader
         });
         let jobs = (config.shared_clusters.enabled

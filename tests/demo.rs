@@ -10,8 +10,8 @@
 mod harness;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::Value;
 
 use harness::*;
 
@@ -22,18 +22,13 @@ async fn demo() {
         "\nrayshare demo: namespace {} is enabled (label {ENABLE_LABEL}=true)\n",
         env.ns
     );
-    let jobs = env.api(&ray_job_resource(), &env.ns);
     let mut selected = Vec::new();
     for file in [
         "rayjob-run-a.yaml",
         "rayjob-run-b.yaml",
         "rayjob-other-config.yaml",
     ] {
-        let mut job = sample(file);
-        job["metadata"]["namespace"] = json!(env.ns);
-        let obj: DynamicObject = serde_json::from_value(job).unwrap();
-        let stored =
-            serde_json::to_value(jobs.create(&PostParams::default(), &obj).await.unwrap()).unwrap();
+        let stored = create_in(&env.admin, &env.ns, sample(file), false).await;
         let cluster = stored["spec"]["clusterSelector"]["ray.io/cluster"]
             .as_str()
             .unwrap_or("(own cluster)")

@@ -2,7 +2,7 @@
 //! fail-open when rayshare is down, and nothing lost to CRD pruning.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -43,13 +43,7 @@ async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
     let intended_job = &offline[0].object;
     let intended_cluster = &offline[0].creates[0];
 
-    let obj: DynamicObject = serde_json::from_value(job).unwrap();
-    let stored_job = env
-        .api(&ray_job_resource(), &env.ns)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap();
-    let stored_job = serde_json::to_value(stored_job).unwrap();
+    let stored_job = create_in(&env.admin, &env.ns, job, false).await;
     assert_subset(&intended_job["spec"], &stored_job["spec"], "RayJob.spec");
     let name = intended_cluster["metadata"]["name"].as_str().unwrap();
     let stored_cluster = env
@@ -73,15 +67,7 @@ async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
 #[tokio::test]
 async fn disabled_namespace_is_untouched() {
     let env = TestEnv::new("disabled", DEFAULT_CONFIG, 1).await;
-    let mut job = sample("rayjob-run-a.yaml");
-    job["metadata"]["namespace"] = json!(env.ns_off);
-    let obj: DynamicObject = serde_json::from_value(job.clone()).unwrap();
-    let stored = env
-        .api(&ray_job_resource(), &env.ns_off)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap();
-    let stored = serde_json::to_value(stored).unwrap();
+    let stored = create_in(&env.admin, &env.ns_off, sample("rayjob-run-a.yaml"), false).await;
     assert!(stored["spec"]["rayClusterSpec"].is_object());
     assert!(stored["spec"].get("clusterSelector").is_none());
     assert!(
@@ -99,15 +85,7 @@ async fn with_rayshare_down_objects_are_created_unchanged() {
     let mut env = TestEnv::new("down", DEFAULT_CONFIG, 1).await;
     env.instances[0].stop();
     // failurePolicy Ignore (the chart's default): the API server admits unchanged.
-    let mut job = sample("rayjob-run-a.yaml");
-    job["metadata"]["namespace"] = json!(env.ns);
-    let obj: DynamicObject = serde_json::from_value(job).unwrap();
-    let stored = env
-        .api(&ray_job_resource(), &env.ns)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap();
-    let stored = serde_json::to_value(stored).unwrap();
+    let stored = create_in(&env.admin, &env.ns, sample("rayjob-run-a.yaml"), false).await;
     assert!(stored["spec"]["rayClusterSpec"].is_object());
     let mut pod = sample("volcano-pod.yaml");
     pod["metadata"] = json!({"name": "while-down"});

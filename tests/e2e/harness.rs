@@ -198,6 +198,28 @@ pub async fn apply(client: &Client, object: &Value) -> DynamicObject {
         .unwrap_or_else(|e| panic!("creating {}: {e}", object["metadata"]["name"]))
 }
 
+/// Creates a sample-based object in `namespace` (optionally as a dry run) and returns what
+/// the API server stored (or would store), after every admission step.
+pub async fn create_in(
+    client: &Client,
+    namespace: &str,
+    mut object: Value,
+    dry_run: bool,
+) -> Value {
+    object["metadata"]["namespace"] = json!(namespace);
+    let api = dynamic_api(client, &object).await;
+    let obj: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+    let params = PostParams {
+        dry_run,
+        ..Default::default()
+    };
+    let created = api
+        .create(&params, &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating {}: {e}", object["metadata"]["name"]));
+    serde_json::to_value(created).unwrap()
+}
+
 pub async fn dynamic_api(client: &Client, object: &Value) -> Api<DynamicObject> {
     let api_version = object["apiVersion"].as_str().unwrap();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));

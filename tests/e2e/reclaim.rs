@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -13,15 +13,8 @@ use crate::harness::*;
 async fn create_job(env: &TestEnv, file: &str, name: &str, labels: Value) -> Value {
     let mut job = sample(file);
     job["metadata"]["name"] = json!(name);
-    job["metadata"]["namespace"] = json!(env.ns);
     json_patch::merge(&mut job["metadata"]["labels"], &labels);
-    let obj: DynamicObject = serde_json::from_value(job).unwrap();
-    let created = env
-        .api(&ray_job_resource(), &env.ns)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
-    serde_json::to_value(created).unwrap()
+    create_in(&env.admin, &env.ns, job, false).await
 }
 
 /// What KubeRay would do when the job ends (there is no operator here).

@@ -1,25 +1,13 @@
 //! Shared RayClusters through the real API server and the real CRDs.
 
-use kube::api::DynamicObject;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 
 use crate::harness::*;
 
 async fn create_job(env: &TestEnv, mut job: Value, name: &str, dry_run: bool) -> Value {
     job["metadata"]["name"] = json!(name);
-    job["metadata"]["namespace"] = json!(env.ns);
-    let api = env.api(&ray_job_resource(), &env.ns);
-    let obj: DynamicObject = serde_json::from_value(job).unwrap();
-    let pp = PostParams {
-        dry_run,
-        ..Default::default()
-    };
-    let created = api
-        .create(&pp, &obj)
-        .await
-        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
-    serde_json::to_value(created).unwrap()
+    create_in(&env.admin, &env.ns, job, dry_run).await
 }
 
 async fn clusters(env: &TestEnv) -> Vec<Value> {

@@ -1,0 +1,208 @@
+//! Processes, CPU affinity and /proc readings.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Pins the calling thread (and so every thread or process it creates afterwards) to `cpus`.
+pub fn pin(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is valid, CPU_SET stays within it for small indices, and
+    // sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        assert_eq!(rc, 0, "sched_setaffinity({cpus:?}) failed");
+    }
+}
+
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped, and receives
+/// SIGTERM if this process dies first.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+}
+
+impl Proc {
+    pub fn spawn(name: &str, cmd: &mut Command) -> Self {
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Self {
+            name: name.into(),
+            child,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("{} exited unexpectedly: {status}", self.name);
+        }
+    }
+
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: signalling our own child by pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// CPU time (user + system) a process has used so far, in nanoseconds: the sum of its
+/// threads' schedstat run times (ns resolution), or utime + stime from /proc/PID/stat
+/// (clock-tick resolution) where schedstat is missing.
+pub fn cpu_ns(pid: u32) -> u64 {
+    let mut total = 0u64;
+    let mut found = false;
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(s) = fs::read_to_string(task.path().join("schedstat"))
+                && let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok())
+            {
+                total += ns;
+                found = true;
+            }
+        }
+    }
+    if found {
+        return total;
+    }
+    stat_cpu_ns(pid)
+}
+
+fn stat_cpu_ns(pid: u32) -> u64 {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+/// CPU time of this process (all threads), in nanoseconds.
+pub fn self_cpu_ns() -> u64 {
+    cpu_ns(std::process::id())
+}
+
+/// `VmRSS` and `VmHWM` of a process, in KiB.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// What the numbers were measured on.
+pub fn machine() -> serde_json::Value {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_default();
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    serde_json::json!({
+        "cpu": model,
+        "cpus": online_cpus(),
+        "memory_gib": (mem_kib as f64 / 1048576.0 * 10.0).round() / 10.0,
+        "kernel": kernel.trim(),
+        "rustc": rustc,
+    })
+}
+
+pub fn wait_for_file(path: &Path, timeout: Duration, what: &mut Proc) {
+    let deadline = Instant::now() + timeout;
+    while !path.exists() {
+        what.check_alive();
+        assert!(
+            Instant::now() < deadline,
+            "{} did not write {} within {timeout:?}",
+            what.name,
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `GET path` on a plain-HTTP address; the status code.
+pub fn http_get_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("binding an ephemeral port")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
