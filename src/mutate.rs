@@ -209,10 +209,6 @@ impl<W: World> Work<'_, W> {
         self.fail("pool_exhausted", msg, false)
     }
 
-    fn same_config(info: &ClusterInfo, digest: &str) -> bool {
-        info.managed_by_rayshare && info.digest.as_deref() == Some(digest)
-    }
-
     /// Makes one pool member usable for this job: `Ok(false)` when it is full.
     async fn ensure_member(
         &self,
@@ -224,7 +220,7 @@ impl<W: World> Work<'_, W> {
         let Some(info) = self.world.ray_cluster(&self.namespace, &member.name) else {
             return self.create_member(member).await;
         };
-        if !Self::same_config(&info, &member.digest) {
+        if !info.serves(&member.digest) {
             return Err(Failure::conflict(&member.name));
         }
         let max = cfg.max_jobs_per_cluster as usize;
@@ -271,7 +267,7 @@ impl<W: World> Work<'_, W> {
             }
             Ok(Created::Exists(found)) => {
                 let info = ClusterInfo::from_value(&found);
-                if !Self::same_config(&info, &member.digest) {
+                if !info.serves(&member.digest) {
                     return Err(Failure::conflict(&member.name));
                 }
                 if info.deleting {

@@ -33,6 +33,11 @@ pub struct ClusterInfo {
 }
 
 impl ClusterInfo {
+    /// rayshare made it, for the config with this digest: never take over anything else.
+    pub fn serves(&self, digest: &str) -> bool {
+        self.managed_by_rayshare && self.digest.as_deref() == Some(digest)
+    }
+
     pub fn from_value(cluster: &Value) -> Self {
         let worker_hosts = cluster["spec"]["workerGroupSpecs"]
             .as_array()

@@ -30,29 +30,6 @@ pub struct Rewrite {
     pub warnings: Vec<String>,
 }
 
-/// What the cache knows about a cluster of the planned name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Existing {
-    Missing,
-    /// rayshare's, with the planned digest: reuse it.
-    Same,
-    /// Someone else's, or rayshare's with another digest: never taken over.
-    Conflict,
-}
-
-pub fn classify_existing(cluster: Option<&Value>, digest: &str) -> Existing {
-    let Some(cluster) = cluster else {
-        return Existing::Missing;
-    };
-    let ours = labels::get(cluster, "labels", labels::MANAGED_BY) == Some(labels::MANAGER);
-    let same = labels::get(cluster, "annotations", labels::CONFIG_DIGEST) == Some(digest);
-    if ours && same {
-        Existing::Same
-    } else {
-        Existing::Conflict
-    }
-}
-
 fn skip(reason: impl Into<String>) -> Result<Plan, String> {
     Ok(Plan::Skip(Some(reason.into())))
 }

@@ -199,23 +199,15 @@ fn odd_shapes_are_errors(#[case] job: Value) {
     assert!(plan(&job, "ns", &SharedClusters::default(), "rayshare.io/skip").is_err());
 }
 
+/// A cluster serves a job only if rayshare made it for exactly that config.
 #[test]
 fn existing_clusters_are_classified() {
+    use crate::world::ClusterInfo;
     let r = rewrite(&sample("a"));
-    assert_eq!(classify_existing(None, &r.digest), Existing::Missing);
-    assert_eq!(
-        classify_existing(Some(&r.cluster), &r.digest),
-        Existing::Same
-    );
-    assert_eq!(
-        classify_existing(Some(&r.cluster), "other"),
-        Existing::Conflict
-    );
+    assert!(ClusterInfo::from_value(&r.cluster).serves(&r.digest));
+    assert!(!ClusterInfo::from_value(&r.cluster).serves("other"));
     let foreign = json!({"metadata": {"name": r.name, "annotations": {"rayshare.io/config-digest": r.digest}}});
-    assert_eq!(
-        classify_existing(Some(&foreign), &r.digest),
-        Existing::Conflict
-    );
+    assert!(!ClusterInfo::from_value(&foreign).serves(&r.digest));
 }
 
 #[test]
