@@ -15,6 +15,9 @@ pub const DEFAULT_OPT_OUT_ANNOTATION: &str = "rayshare.io/skip";
 pub struct Config {
     /// An object annotated with this key and the value "true" is left unchanged.
     pub opt_out_annotation: String,
+    /// Budget for all API calls of one admission request; keep it below the webhook's
+    /// `timeoutSeconds` so rayshare's answer (and its warnings) arrive in time.
+    pub admission_timeout_ms: u64,
     pub shared_clusters: SharedClusters,
     pub pod_groups: PodGroups,
     pub indices: Indices,
@@ -56,6 +59,8 @@ pub struct Reclaim {
     pub idle_ttl_seconds: u64,
     /// Job annotation that asks for a longer TTL (copied to its cluster; the longest wins).
     pub ttl_annotation: String,
+    /// Cap on what a job may ask for.
+    pub max_idle_ttl_seconds: u64,
     pub interval_seconds: u64,
     /// Only log what would be deleted.
     pub dry_run: bool,
@@ -109,6 +114,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.into(),
+            admission_timeout_ms: 4000,
             shared_clusters: SharedClusters::default(),
             pod_groups: PodGroups::default(),
             indices: Indices::default(),
@@ -123,6 +129,7 @@ impl Default for Reclaim {
             enabled: true,
             idle_ttl_seconds: 1800,
             ttl_annotation: "rayshare.io/idle-ttl-seconds".into(),
+            max_idle_ttl_seconds: 86400,
             interval_seconds: 30,
             dry_run: false,
             namespaces: vec![],
@@ -162,7 +169,6 @@ impl Default for SharedClusters {
                 "ray.io/priority-class-name",
                 "volcano.sh/queue-name",
                 "yunikorn.apache.org/queue",
-                "yunikorn.apache.org/app-id",
             ]),
             autoscaling: Autoscaling::default(),
             volcano_stand_in_spec: false,
@@ -271,6 +277,7 @@ impl Config {
             return invalid("optOutAnnotation", "must not be empty");
         }
         let timeouts = [
+            ("admissionTimeoutMs", self.admission_timeout_ms),
             (
                 "sharedClusters.createTimeoutMs",
                 self.shared_clusters.create_timeout_ms,

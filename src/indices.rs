@@ -87,7 +87,20 @@ pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: 
 pub fn replica_name(cluster: &str, group: &str, replica: u32) -> String {
     let hash = Sha256::digest(format!("{cluster}/{group}/{replica}").as_bytes());
     let suffix = data_encoding::BASE32_NOPAD.encode(&hash)[..5].to_ascii_lowercase();
+    // A label value holds 63 characters: shorten a long group name (the hash keeps it unique).
+    let group: String = group.chars().take(57).collect();
+    let group = group.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
     format!("{group}-{suffix}")
+}
+
+/// A DNS-1123 label, as `spec.hostname` must be.
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 pub fn hostname(group: &str, slot: Slot) -> String {
@@ -99,14 +112,17 @@ fn requests_tpu(pod: &Value) -> bool {
         .as_array()
         .into_iter()
         .flatten()
-        .any(|c| {
-            ["requests", "limits"]
-                .iter()
-                .any(|f| c["resources"][f].get("google.com/tpu").is_some())
-        })
+        .any(requests_tpu_container)
 }
 
-/// The pod with its slot's labels (and, per config, hostname and TPU env).
+fn requests_tpu_container(container: &Value) -> bool {
+    ["requests", "limits"]
+        .iter()
+        .any(|f| container["resources"][f].get("google.com/tpu").is_some())
+}
+
+/// The pod with its slot's labels (and, per config, hostname and TPU env), and warnings
+/// for what could not be set.
 pub fn apply(
     pod: &Value,
     cluster: &str,
@@ -114,70 +130,65 @@ pub fn apply(
     hosts: u32,
     slot: Slot,
     cfg: &Indices,
-) -> Value {
+) -> (Value, Vec<String>) {
+    let mut warnings = Vec::new();
     let mut pod = pod.clone();
-    labels::set(
-        &mut pod,
-        "labels",
-        labels::REPLICA_INDEX,
-        &slot.replica.to_string(),
-    );
+    let replica = slot.replica.to_string();
+    labels::set(&mut pod, "labels", labels::REPLICA_INDEX, &replica);
     if hosts > 1 {
-        labels::set(
-            &mut pod,
-            "labels",
-            labels::HOST_INDEX,
-            &slot.host.to_string(),
-        );
-        labels::set(
-            &mut pod,
-            "labels",
-            labels::REPLICA_NAME,
-            &replica_name(cluster, group, slot.replica),
-        );
+        let host = slot.host.to_string();
+        labels::set(&mut pod, "labels", labels::HOST_INDEX, &host);
+        let name = replica_name(cluster, group, slot.replica);
+        labels::set(&mut pod, "labels", labels::REPLICA_NAME, &name);
     }
     let subdomain = format!("{cluster}-headless");
+    let host_of = |host| {
+        hostname(
+            group,
+            Slot {
+                replica: slot.replica,
+                host,
+            },
+        )
+    };
     if cfg.set_hostname && hosts > 1 {
-        let spec = &mut pod["spec"];
-        if spec.get("hostname").is_none() {
-            spec["hostname"] = json!(hostname(group, slot));
-        }
-        if spec.get("subdomain").is_none() {
-            spec["subdomain"] = json!(subdomain);
+        let host = host_of(slot.host);
+        match pod["spec"].as_object_mut() {
+            Some(spec) if is_dns_label(&host) && is_dns_label(&subdomain) => {
+                spec.entry("hostname").or_insert(json!(host));
+                spec.entry("subdomain").or_insert(json!(subdomain));
+            }
+            _ => warnings.push(format!(
+                "rayshare: hostname not set: {host}.{subdomain} is not a valid DNS name"
+            )),
         }
     }
     if cfg.tpu_env && requests_tpu(&pod) {
         let peers: Vec<String> = (0..hosts)
-            .map(|host| {
-                format!(
-                    "{}.{subdomain}",
-                    hostname(
-                        group,
-                        Slot {
-                            replica: slot.replica,
-                            host
-                        }
-                    )
-                )
-            })
+            .map(|host| format!("{}.{subdomain}", host_of(host)))
             .collect();
         let env = [
             ("TPU_WORKER_ID", slot.host.to_string()),
             ("TPU_NAME", format!("{group}-{}", slot.replica)),
             ("TPU_WORKER_HOSTNAMES", peers.join(",")),
         ];
-        for container in pod["spec"]["containers"]
-            .as_array_mut()
+        let containers = pod.get_mut("spec").and_then(|s| s.get_mut("containers"));
+        for container in containers
+            .and_then(Value::as_array_mut)
             .into_iter()
             .flatten()
         {
-            if !requests_tpu(&json!({"spec": {"containers": [container.clone()]}})) {
+            if !requests_tpu_container(container) {
                 continue;
             }
-            if !container["env"].is_array() {
-                container["env"] = json!([]);
+            let Some(container) = container.as_object_mut() else {
+                continue;
+            };
+            let env_list = container.entry("env").or_insert(json!([]));
+            if !env_list.is_array() {
+                *env_list = json!([]);
             }
-            let vars = container["env"].as_array_mut().expect("just made an array");
+            let vars = env_list.as_array_mut().expect("just made an array");
             for (name, value) in &env {
                 if !vars.iter().any(|v| v["name"] == *name) {
                     vars.push(json!({"name": name, "value": value}));
@@ -185,7 +196,7 @@ pub fn apply(
             }
         }
     }
-    pod
+    (pod, warnings)
 }
 
 #[cfg(test)]
@@ -289,7 +300,7 @@ mod tests {
             tpu_env: true,
             ..Indices::default()
         };
-        let out = apply(
+        let (out, warnings) = apply(
             &pod,
             "c",
             "tpu",
@@ -300,6 +311,7 @@ mod tests {
             },
             &cfg,
         );
+        assert!(warnings.is_empty());
         let l = &out["metadata"]["labels"];
         assert_eq!(l[labels::REPLICA_INDEX], "3");
         assert_eq!(l[labels::HOST_INDEX], "1");
@@ -320,7 +332,7 @@ mod tests {
             tpu_env: true,
             ..Indices::default()
         };
-        let out = apply(
+        let (out, _) = apply(
             &pod,
             "c",
             "tpu",
@@ -336,6 +348,48 @@ mod tests {
         assert_eq!(
             env.iter().filter(|e| e["name"] == "TPU_WORKER_ID").count(),
             1
+        );
+    }
+
+    #[test]
+    fn invalid_names_are_never_set() {
+        let pod = worker(json!({"ray.io/node-type": "worker"}));
+        let cfg = Indices {
+            set_hostname: true,
+            ..Indices::default()
+        };
+        let (out, warnings) = apply(
+            &pod,
+            "c",
+            "GPU_Group",
+            2,
+            Slot {
+                replica: 0,
+                host: 1,
+            },
+            &cfg,
+        );
+        assert!(out["spec"].get("hostname").is_none());
+        assert_eq!(warnings.len(), 1);
+        let long = "g".repeat(63);
+        assert!(replica_name("c", &long, 0).len() <= 63);
+        // An odd spec does not panic.
+        let odd = json!({"metadata": {}, "spec": "x"});
+        let cfg = Indices {
+            set_hostname: true,
+            tpu_env: true,
+            ..Indices::default()
+        };
+        apply(
+            &odd,
+            "c",
+            "g",
+            2,
+            Slot {
+                replica: 0,
+                host: 0,
+            },
+            &cfg,
         );
     }
 

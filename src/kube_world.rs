@@ -71,10 +71,31 @@ pub struct JobIndex {
 struct JobIndexState {
     /// (namespace, job) -> the cluster it actively uses.
     active: HashMap<(String, String), String>,
+    /// (namespace, cluster) -> its active jobs.
+    by_cluster: HashMap<(String, String), BTreeSet<String>>,
     /// Replaces `active` when a relist completes.
     relisting: HashMap<(String, String), String>,
     /// (namespace, cluster) -> (job name, admitted at), until the watch shows them.
     pending: HashMap<(String, String), Vec<(String, Instant)>>,
+}
+
+impl JobIndexState {
+    fn set(&mut self, (ns, job): (String, String), cluster: Option<String>) {
+        if let Some(old) = self.active.remove(&(ns.clone(), job.clone())) {
+            let key = (ns.clone(), old);
+            if let Some(jobs) = self.by_cluster.get_mut(&key) {
+                jobs.remove(&job);
+                if jobs.is_empty() {
+                    self.by_cluster.remove(&key);
+                }
+            }
+        }
+        if let Some(cluster) = cluster {
+            let key = (ns.clone(), cluster.clone());
+            self.by_cluster.entry(key).or_default().insert(job.clone());
+            self.active.insert((ns, job), cluster);
+        }
+    }
 }
 
 /// How long an admitted job counts before the watch shows it.
@@ -92,15 +113,14 @@ impl JobIndex {
 
     fn apply(&self, event: watcher::Event<DynamicObject>) {
         let mut s = self.state.lock().expect("not poisoned");
+        let key = |job: &DynamicObject| (job.namespace().unwrap_or_default(), job.name_any());
         match event {
-            watcher::Event::Apply(job) | watcher::Event::Delete(job) => {
-                let key = (job.namespace().unwrap_or_default(), job.name_any());
-                s.active.remove(&key);
-                let deleted = job.metadata.deletion_timestamp.is_some();
-                if let Some((key, cluster)) = Self::active_entry(&job).filter(|_| !deleted) {
-                    s.active.insert(key, cluster);
-                }
+            watcher::Event::Apply(job) => {
+                let cluster = Self::active_entry(&job).map(|(_, c)| c);
+                let deleting = job.metadata.deletion_timestamp.is_some();
+                s.set(key(&job), cluster.filter(|_| !deleting));
             }
+            watcher::Event::Delete(job) => s.set(key(&job), None),
             watcher::Event::Init => s.relisting.clear(),
             watcher::Event::InitApply(job) => {
                 if let Some((key, cluster)) = Self::active_entry(&job) {
@@ -109,42 +129,31 @@ impl JobIndex {
             }
             watcher::Event::InitDone => {
                 let fresh = std::mem::take(&mut s.relisting);
-                s.active = fresh;
+                s.active.clear();
+                s.by_cluster.clear();
+                for (key, cluster) in fresh {
+                    s.set(key, Some(cluster));
+                }
             }
         }
     }
 
+    /// Active jobs on a cluster: the watch's, plus admitted ones it has not shown yet.
     pub fn count(&self, namespace: &str, cluster: &str) -> usize {
         let mut s = self.state.lock().expect("not poisoned");
-        let mut names: BTreeSet<&str> = BTreeSet::new();
-        for ((ns, job), c) in &s.active {
-            if ns == namespace && c == cluster {
-                names.insert(job);
-            }
-        }
-        let known = names.len();
-        let mut unnamed = 0;
         let key = (namespace.to_string(), cluster.to_string());
-        let pending: Vec<(String, Instant)> = s
-            .pending
-            .get(&key)
-            .map(|p| {
-                p.iter()
-                    .filter(|(_, at)| at.elapsed() < PENDING_FOR)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut extra = BTreeSet::new();
-        for (job, _) in &pending {
-            if job.is_empty() {
-                unnamed += 1;
-            } else if !s.active.contains_key(&(namespace.to_string(), job.clone())) {
-                extra.insert(job.clone());
-            }
+        let mut pending = s.pending.remove(&key).unwrap_or_default();
+        pending.retain(|(_, at)| at.elapsed() < PENDING_FOR);
+        let known = s.by_cluster.get(&key);
+        let unseen = pending
+            .iter()
+            .filter(|(job, _)| job.is_empty() || known.is_none_or(|k| !k.contains(job)))
+            .count();
+        let count = known.map_or(0, BTreeSet::len) + unseen;
+        if !pending.is_empty() {
+            s.pending.insert(key, pending);
         }
-        s.pending.insert(key, pending);
-        known + extra.len() + unnamed
+        count
     }
 
     pub fn note(&self, namespace: &str, cluster: &str, job: &str) {
@@ -313,23 +322,13 @@ impl KubeWorld {
         }
     }
 
+    /// Deterministic per (cluster, group, slot), and unambiguous: joining the names with
+    /// '-' would give (`a-b`, `c`) and (`a`, `b-c`) the same claim.
     fn claim_name(r: &IndexRequest, slot: Slot) -> String {
-        let plain = format!(
-            "rayshare-idx-{}-{}-{}-{}",
-            r.cluster, r.group, slot.replica, slot.host
-        );
-        let valid = plain.len() <= 253
-            && plain
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-        if valid {
-            plain
-        } else {
-            use sha2::Digest;
-            let h = sha2::Sha256::digest(format!("{}/{}", r.cluster, r.group).as_bytes());
-            let h = data_encoding::BASE32_NOPAD.encode(&h)[..16].to_ascii_lowercase();
-            format!("rayshare-idx-{h}-{}-{}", slot.replica, slot.host)
-        }
+        use sha2::Digest;
+        let h = sha2::Sha256::digest(format!("{}/{}", r.cluster, r.group).as_bytes());
+        let h = data_encoding::BASE32_NOPAD.encode(&h)[..16].to_ascii_lowercase();
+        format!("rayshare-idx-{h}-{}-{}", slot.replica, slot.host)
     }
 
     /// A claim Lease for one slot, owned by the RayCluster so it goes with it.
@@ -408,18 +407,17 @@ impl World for KubeWorld {
         }
     }
 
-    async fn touch_cluster(
+    async fn touch(
         &self,
-        namespace: &str,
-        name: &str,
-        annotations: &std::collections::BTreeMap<String, String>,
+        target: &Value,
+        patch: &Value,
         timeout: Duration,
     ) -> Result<Touched, WorldError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &ray_cluster_resource());
-        let patch = Patch::Merge(json!({ "metadata": { "annotations": annotations } }));
+        let api = self.api_for(target)?;
+        let name = target["metadata"]["name"].as_str().unwrap_or_default();
+        let patch = Patch::Merge(patch);
         match bounded(timeout, api.patch(name, &PatchParams::default(), &patch)).await? {
-            Ok(c) if c.metadata.deletion_timestamp.is_some() => Ok(Touched::Deleting),
+            Ok(o) if o.metadata.deletion_timestamp.is_some() => Ok(Touched::Deleting),
             Ok(_) => Ok(Touched::Alive),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(Touched::Gone),
             Err(e) => Err(to_world_error(e)),
@@ -447,11 +445,13 @@ impl World for KubeWorld {
     }
 
     async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+        let deadline = Instant::now() + timeout;
         if self.try_create(object, timeout).await? {
             return Ok(Created::Created);
         }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let existing = bounded(timeout, self.api_for(object)?.get(name))
+        let left = deadline.saturating_duration_since(Instant::now());
+        let existing = bounded(left, self.api_for(object)?.get(name))
             .await?
             .map_err(to_world_error)?;
         let existing =

@@ -11,6 +11,8 @@ pub const CONFIG_DIGEST: &str = "rayshare.io/config-digest";
 pub const JOB_CLUSTER: &str = "rayshare.io/cluster";
 pub const FOR_POD: &str = "rayshare.io/pod";
 pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
+/// On a PodGroup reused for a pod of the same name: when that pod was admitted.
+pub const ADMITTED_AT: &str = "rayshare.io/admitted-at";
 /// On a shared cluster: the longest idle TTL its jobs asked for.
 pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 

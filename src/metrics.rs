@@ -9,8 +9,8 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub kind: String,
-    pub operation: String,
+    pub kind: &'static str,
+    pub operation: &'static str,
     pub outcome: &'static str,
 }
 

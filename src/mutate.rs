@@ -3,15 +3,13 @@
 //!
 //! Shared by the HTTPS server and the offline `rayshare mutate`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::admission::{AdmissionRequest, Verdict};
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
-use std::collections::BTreeMap;
-
 use k8s_openapi::jiff::Timestamp;
 
 use crate::shared_cluster::{self, Rewrite};
@@ -106,6 +104,7 @@ struct Work<'a, W: World> {
     warnings: Vec<String>,
     ensured: Vec<Value>,
     failure: Option<(&'static str, bool)>,
+    deadline: Instant,
 }
 
 impl<W: World> Work<'_, W> {
@@ -136,13 +135,18 @@ impl<W: World> Work<'_, W> {
         }
     }
 
+    /// A call's timeout: its own bound, within what is left of the request's budget
+    /// (so the answer reaches the API server before its webhook timeout).
+    fn budget(&self, timeout_ms: u64) -> Duration {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        Duration::from_millis(timeout_ms).min(left)
+    }
+
     async fn create(&self, object: &Value, timeout_ms: u64) -> Result<Created, WorldError> {
         if self.req.dry_run {
             return Ok(Created::Created);
         }
-        self.world
-            .create(object, Duration::from_millis(timeout_ms))
-            .await
+        self.world.create(object, self.budget(timeout_ms)).await
     }
 
     async fn shared_cluster(&mut self) {
@@ -166,12 +170,13 @@ impl<W: World> Work<'_, W> {
             Ok(shared_cluster::Plan::Rewrite(r)) => r,
         };
         let now = Timestamp::now();
-        let job_ttl = labels::get(
-            &self.object,
-            "annotations",
-            &self.cfg.reclaim.ttl_annotation,
-        )
-        .and_then(|v| v.parse::<u64>().ok());
+        // The TTL a job asks for (capped), else the default; written on the cluster so
+        // every replica judges it by the same TTL.
+        let reclaim_cfg = &self.cfg.reclaim;
+        let job_ttl = labels::get(&self.object, "annotations", &reclaim_cfg.ttl_annotation)
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|t| t.min(reclaim_cfg.max_idle_ttl_seconds));
+        let initial_ttl = job_ttl.unwrap_or(reclaim_cfg.idle_ttl_seconds).to_string();
         for index in 0..MAX_POOL {
             let mut member = rewrite.pooled(index);
             let cluster = &mut member.cluster;
@@ -181,9 +186,7 @@ impl<W: World> Work<'_, W> {
                 reclaim::LAST_ADMITTED,
                 &now.to_string(),
             );
-            if let Some(ttl) = job_ttl {
-                labels::set(cluster, "annotations", labels::IDLE_TTL, &ttl.to_string());
-            }
+            labels::set(cluster, "annotations", labels::IDLE_TTL, &initial_ttl);
             match self.ensure_member(&member, now, job_ttl).await {
                 Ok(false) => continue,
                 Ok(true) => {
@@ -217,8 +220,13 @@ impl<W: World> Work<'_, W> {
         job_ttl: Option<u64>,
     ) -> Result<bool, Failure> {
         let cfg = &self.cfg.shared_clusters;
-        let Some(info) = self.world.ray_cluster(&self.namespace, &member.name) else {
-            return self.create_member(member).await;
+        let info = match self.world.ray_cluster(&self.namespace, &member.name) {
+            Some(info) => info,
+            None => match self.create_member(member).await? {
+                None => return Ok(true),
+                // The cache had not seen it yet: treat it like a cached one (stamp it).
+                Some(found) => found,
+            },
         };
         if !info.serves(&member.digest) {
             return Err(Failure::conflict(&member.name));
@@ -236,18 +244,23 @@ impl<W: World> Work<'_, W> {
         let wants_longer = job_ttl.is_some_and(|t| Duration::from_secs(t) > ttl);
         let reference = info.last_admitted.max(info.created);
         if !self.req.dry_run && (wants_longer || reclaim::stamp_due(reference, ttl, now)) {
-            let mut stamp = BTreeMap::from([(reclaim::LAST_ADMITTED.to_string(), now.to_string())]);
+            let mut stamp = json!({ reclaim::LAST_ADMITTED: now.to_string() });
             if let Some(t) = job_ttl.filter(|_| wants_longer) {
-                stamp.insert(labels::IDLE_TTL.to_string(), t.to_string());
+                stamp[labels::IDLE_TTL] = json!(t.to_string());
             }
-            let timeout = Duration::from_millis(cfg.create_timeout_ms);
-            match self
-                .world
-                .touch_cluster(&self.namespace, &member.name, &stamp, timeout)
-                .await
-            {
+            let patch = json!({ "metadata": { "annotations": stamp } });
+            let timeout = self.budget(cfg.create_timeout_ms);
+            match self.world.touch(&member.cluster, &patch, timeout).await {
                 Ok(Touched::Alive) => {}
-                Ok(Touched::Gone) => return self.create_member(member).await,
+                // Reclaimed meanwhile: make it again (a racing deletion only ever wins
+                // against an unstamped cluster, so what we create now is fresh).
+                Ok(Touched::Gone) => {
+                    return match self.create_member(member).await? {
+                        None => Ok(true),
+                        Some(found) if found.serves(&member.digest) && !found.deleting => Ok(true),
+                        Some(_) => Err(Failure::deleting(&member.name)),
+                    };
+                }
                 Ok(Touched::Deleting) => return Err(Failure::deleting(&member.name)),
                 Err(e) => return Err(Failure::api(&e, &member.name, cfg.deny_on_error)),
             }
@@ -256,26 +269,17 @@ impl<W: World> Work<'_, W> {
         Ok(true)
     }
 
-    async fn create_member(&self, member: &Rewrite) -> Result<bool, Failure> {
+    /// Creates a pool member: `None` when this request created it, else what exists.
+    async fn create_member(&self, member: &Rewrite) -> Result<Option<ClusterInfo>, Failure> {
         let cfg = &self.cfg.shared_clusters;
         match self.create(&member.cluster, cfg.create_timeout_ms).await {
             Ok(Created::Created) => {
                 if !self.req.dry_run {
                     self.count(|m| &m.created, "RayCluster");
                 }
-                Ok(true)
+                Ok(None)
             }
-            Ok(Created::Exists(found)) => {
-                let info = ClusterInfo::from_value(&found);
-                if !info.serves(&member.digest) {
-                    return Err(Failure::conflict(&member.name));
-                }
-                if info.deleting {
-                    return Err(Failure::deleting(&member.name));
-                }
-                self.count(|m| &m.reused, "RayCluster");
-                Ok(true)
-            }
+            Ok(Created::Exists(found)) => Ok(Some(ClusterInfo::from_value(&found))),
             Err(e) => Err(Failure::api(&e, &member.name, cfg.deny_on_error)),
         }
     }
@@ -306,10 +310,19 @@ impl<W: World> Work<'_, W> {
                 hosts,
             } => (cluster, group, hosts),
         };
+        // The pod's own controller reference names the live cluster; the cache may still
+        // hold a deleted cluster of the same name (claims owned by it would be collected).
+        let owner_uid = self.object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o["kind"] == "RayCluster" && o["name"] == cluster.as_str())
+            .and_then(|o| o["uid"].as_str())
+            .map(String::from);
         let request = IndexRequest {
             namespace: self.namespace.clone(),
             cluster: cluster.clone(),
-            cluster_uid: info.map(|i| i.uid).unwrap_or_default(),
+            cluster_uid: owner_uid.or(info.map(|i| i.uid)).unwrap_or_default(),
             group: group.clone(),
             hosts,
             admission_uid: self.req.uid.clone(),
@@ -317,11 +330,14 @@ impl<W: World> Work<'_, W> {
         };
         match self
             .world
-            .claim_slot(&request, Duration::from_millis(cfg.claim_timeout_ms))
+            .claim_slot(&request, self.budget(cfg.claim_timeout_ms))
             .await
         {
             Ok(slot) => {
-                self.object = indices::apply(&self.object, &cluster, &group, hosts, slot, cfg);
+                let (object, warnings) =
+                    indices::apply(&self.object, &cluster, &group, hosts, slot, cfg);
+                self.object = object;
+                self.warnings.extend(warnings);
                 if !self.req.dry_run {
                     self.count(|m| &m.created, "IndexClaim");
                 }
@@ -364,10 +380,39 @@ impl<W: World> Work<'_, W> {
                 }
             }
             // A retry or reinvocation for the same pod: the group is ours already.
+            // A pod of the same name again (a retry, or a recreated pod): bring the group
+            // up to date and stamp it, so the orphan reconciler (which deletes only the
+            // version it judged) cannot take it from under the new pod.
             Ok(Created::Exists(found))
-                if crate::labels::get(&found, "labels", crate::labels::MANAGED_BY)
-                    == Some(crate::labels::MANAGER) =>
+                if labels::get(&found, "labels", labels::MANAGED_BY) == Some(labels::MANAGER) =>
             {
+                let patch = json!({
+                    "metadata": { "annotations": {
+                        labels::ADMITTED_AT: Timestamp::now().to_string(),
+                        labels::ADMISSION_UID: self.req.uid,
+                    }},
+                    "spec": group.group["spec"],
+                });
+                let timeout = self.budget(cfg.create_timeout_ms);
+                let refreshed = match self.world.touch(&group.group, &patch, timeout).await {
+                    Ok(Touched::Alive) => Ok(()),
+                    Ok(Touched::Gone) => {
+                        match self.create(&group.group, cfg.create_timeout_ms).await {
+                            Ok(Created::Created) => Ok(()),
+                            Ok(Created::Exists(_)) => Err("name_conflict"),
+                            Err(e) => Err(e.cause()),
+                        }
+                    }
+                    Ok(Touched::Deleting) => Err("pod_group_deleting"),
+                    Err(e) => Err(e.cause()),
+                };
+                if let Err(cause) = refreshed {
+                    let msg = format!(
+                        "rayshare: no PodGroup for this pod: cannot refresh PodGroup {} ({cause})",
+                        group.name
+                    );
+                    return self.fail(cause, msg, cfg.deny_on_error);
+                }
                 self.count(|m| &m.reused, "PodGroup");
             }
             Ok(Created::Exists(_)) => {
@@ -443,6 +488,7 @@ pub async fn admit<W: World>(
         warnings: vec![],
         ensured: vec![],
         failure: None,
+        deadline: Instant::now() + Duration::from_millis(cfg.admission_timeout_ms),
     };
     match kind {
         "RayJob" => work.shared_cluster().await,

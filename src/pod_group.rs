@@ -119,7 +119,7 @@ fn is_label_value(s: &str) -> bool {
 }
 
 /// The pod's own name; for `generateName` pods, the prefix plus a hash of the admission
-/// request's uid (unique, and the same when the API server re-invokes the webhook).
+/// request's uid (unique per request; a re-invocation finds the annotation already set).
 pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
     let meta = &pod["metadata"];
     if let Some(name) = meta["name"].as_str().filter(|n| !n.is_empty()) {
@@ -131,7 +131,11 @@ pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
         .ok_or("pod has neither name nor generateName")?;
     let hash = Sha256::digest(request_uid.as_bytes());
     let suffix: String = data_encoding::BASE32_NOPAD.encode(&hash)[..10].to_ascii_lowercase();
-    let prefix = &prefix[..prefix.len().min(253 - suffix.len())];
+    let mut end = prefix.len().min(253 - suffix.len());
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let prefix = &prefix[..end];
     Ok(format!("{prefix}{suffix}"))
 }
 
@@ -338,6 +342,13 @@ mod tests {
     #[case::nothing(json!({"containers": [{"name": "x"}]}), json!({}))]
     fn min_resources_rule(#[case] spec: Value, #[case] want: Value) {
         assert_eq!(min_resources(&spec), want);
+    }
+
+    #[test]
+    fn long_multibyte_generate_names_do_not_panic() {
+        let pod = json!({"metadata": {"generateName": "é".repeat(200)}});
+        let name = group_name(&pod, "u").unwrap();
+        assert!(name.len() <= 253);
     }
 
     #[test]

@@ -133,12 +133,12 @@ pub trait World: Send + Sync + 'static {
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize;
     /// Records that a job was admitted onto a cluster.
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str);
-    /// Merges `annotations` into a RayCluster's metadata.
-    fn touch_cluster(
+    /// Applies a JSON merge patch to the object `target` names (by apiVersion, kind,
+    /// namespace and name), as rayshare does to refresh objects it made.
+    fn touch(
         &self,
-        namespace: &str,
-        name: &str,
-        annotations: &BTreeMap<String, String>,
+        target: &Value,
+        patch: &Value,
         timeout: Duration,
     ) -> impl Future<Output = Result<Touched, WorldError>> + Send;
     /// Claims a free (replica, host) slot of a worker group through the API server.
@@ -227,29 +227,21 @@ impl World for MemoryWorld {
         *jobs.entry((namespace.into(), cluster.into())).or_default() += 1;
     }
 
-    async fn touch_cluster(
+    async fn touch(
         &self,
-        namespace: &str,
-        name: &str,
-        annotations: &BTreeMap<String, String>,
+        target: &Value,
+        patch: &Value,
         _timeout: Duration,
     ) -> Result<Touched, WorldError> {
         if let Some(e) = &self.fail_writes {
             return Err(e.clone());
         }
         let mut objects = self.objects.lock().expect("not poisoned");
-        let k = (
-            "RayCluster".to_string(),
-            namespace.to_string(),
-            name.to_string(),
-        );
-        let Some(cluster) = objects.get_mut(&k) else {
+        let Some(object) = objects.get_mut(&key(target)) else {
             return Ok(Touched::Gone);
         };
-        for (key, value) in annotations {
-            labels::set(cluster, "annotations", key, value);
-        }
-        Ok(if ClusterInfo::from_value(cluster).deleting {
+        json_patch::merge(object, patch);
+        Ok(if object["metadata"]["deletionTimestamp"].is_string() {
             Touched::Deleting
         } else {
             Touched::Alive

@@ -476,7 +476,7 @@ async fn tls_http1_and_http2() {
     let metrics = server.metrics().await;
     assert!(
         metrics.contains(
-            r#"rayshare_admission_requests_total{kind="Deployment",operation="CREATE",outcome="ignored"} 4"#
+            r#"rayshare_admission_requests_total{kind="other",operation="CREATE",outcome="ignored"} 4"#
         ),
         "{metrics}"
     );
@@ -699,7 +699,7 @@ async fn sigterm_drains_in_flight_request() {
     assert!(r.get("patch").is_none(), "{r}");
     let warning = r["warnings"][0].as_str().unwrap_or_default();
     assert!(
-        warning.contains("cannot create shared RayCluster") && warning.contains("timed out"),
+        warning.contains("cannot ensure shared RayCluster") && warning.contains("timed out"),
         "{r}"
     );
     assert!(

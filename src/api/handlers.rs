@@ -6,7 +6,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Version, header};
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 use http_body_util::BodyExt;
+use std::panic::AssertUnwindSafe;
 use tracing::Instrument;
 
 use super::{ApiError, AppState};
@@ -14,6 +16,15 @@ use crate::admission;
 use crate::metrics::RequestLabels;
 use crate::mutate::{self, Outcome};
 use crate::world::World;
+
+/// Metric label values come from a fixed set: request fields are caller-controlled.
+fn known(value: &str, allowed: &[&'static str]) -> &'static str {
+    allowed
+        .iter()
+        .find(|a| **a == value)
+        .copied()
+        .unwrap_or("other")
+}
 
 pub async fn not_found() -> ApiError {
     ApiError::NotFound
@@ -87,8 +98,8 @@ pub async fn mutate<W: World>(
             metrics
                 .requests
                 .get_or_create(&RequestLabels {
-                    kind: "unknown".into(),
-                    operation: "unknown".into(),
+                    kind: "unknown",
+                    operation: "unknown",
                     outcome: "bad_request",
                 })
                 .inc();
@@ -113,17 +124,38 @@ pub async fn mutate<W: World>(
         duration_us = tracing::field::Empty,
     );
     metrics.in_flight.inc();
-    let admission = mutate::admit(&request, &state.config, state.world.as_ref(), Some(metrics))
+    let admit = mutate::admit(&request, &state.config, state.world.as_ref(), Some(metrics));
+    // A bug must not turn into a failed admission (or, with failurePolicy Fail, a denial).
+    let admission = match AssertUnwindSafe(admit)
+        .catch_unwind()
         .instrument(span.clone())
-        .await;
+        .await
+    {
+        Ok(admission) => admission,
+        Err(_) => {
+            span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
+            metrics.error("panic");
+            mutate::Admission {
+                verdict: crate::admission::Verdict::allow(vec![
+                    "rayshare: internal error; left unchanged".into(),
+                ]),
+                outcome: Outcome::Failed("panic"),
+                object: None,
+                ensured: vec![],
+            }
+        }
+    };
     metrics.in_flight.dec();
     let elapsed = started.elapsed();
     metrics.duration.observe(elapsed.as_secs_f64());
     metrics
         .requests
         .get_or_create(&RequestLabels {
-            kind: request.kind.kind.clone(),
-            operation: request.operation.clone(),
+            kind: known(&request.kind.kind, &["RayJob", "Pod"]),
+            operation: known(
+                &request.operation,
+                &["CREATE", "UPDATE", "DELETE", "CONNECT"],
+            ),
             outcome: admission.outcome.as_str(),
         })
         .inc();

@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 
+use super::{list_all, list_metadata};
 use crate::config::Config;
 use crate::kube_world::{ray_cluster_resource, ray_job_resource};
 use crate::labels;
@@ -36,14 +37,15 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
         labels::MANAGER,
         labels::SHARED_CLUSTER
     );
-    let clusters_list = clusters
-        .list_metadata(&ListParams::default().labels(&selector))
-        .await?;
+    let clusters_list = list_metadata(&clusters, ListParams::default().labels(&selector)).await?;
     let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
     let mut usage: HashMap<(String, String), Usage> = HashMap::new();
-    for job in jobs
-        .list(&ListParams::default().labels(labels::JOB_CLUSTER))
-        .await?
+    let job_params = ListParams::default().labels(labels::JOB_CLUSTER);
+    for job in list_all(job_params, |p| {
+        let jobs = &jobs;
+        async move { jobs.list(&p).await }
+    })
+    .await?
     {
         let job = serde_json::to_value(job).unwrap_or_default();
         let Some(cluster) = job["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str() else {
@@ -64,7 +66,7 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
     let now = Timestamp::now();
     let mut states: HashMap<&'static str, i64> = HashMap::new();
     metrics.cluster_jobs.clear();
-    for cluster in clusters_list.items {
+    for cluster in clusters_list {
         let meta = &cluster.metadata;
         let (Some(ns), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
             continue;

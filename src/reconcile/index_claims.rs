@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::{age, delete_exact};
+use super::{age, delete_exact, list_metadata};
 use crate::config::Indices;
 use crate::kube_world::{INDEX_CLAIM, lease_resource};
 use crate::labels;
@@ -41,22 +41,21 @@ async fn try_pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(
     let resource = lease_resource();
     let leases: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let grace = Duration::from_secs(cfg.claim_grace_seconds);
-    let claims: Vec<_> = leases
-        .list_metadata(&ListParams::default().labels(&format!("{INDEX_CLAIM}=true")))
-        .await?
-        .items
-        .into_iter()
-        .filter(|c| age(&c.metadata) > grace)
-        .collect();
+    let claims: Vec<_> = list_metadata(
+        &leases,
+        ListParams::default().labels(&format!("{INDEX_CLAIM}=true")),
+    )
+    .await?
+    .into_iter()
+    .filter(|c| age(&c.metadata) > grace)
+    .collect();
     if claims.is_empty() {
         return Ok(());
     }
     let pods: Api<Pod> = Api::all(client.clone());
     let selector = format!("{}=worker,{}", labels::RAY_NODE_TYPE, labels::REPLICA_INDEX);
-    let held: HashSet<SlotKey> = pods
-        .list_metadata(&ListParams::default().labels(&selector))
+    let held: HashSet<SlotKey> = list_metadata(&pods, ListParams::default().labels(&selector))
         .await?
-        .items
         .iter()
         .filter_map(|p| slot_key(p.metadata.namespace.as_ref(), p.metadata.labels.as_ref()?))
         .collect();

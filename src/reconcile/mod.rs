@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::ApiResource;
 
 use crate::config::Config;
@@ -26,6 +26,44 @@ pub struct Election {
     pub lease: Duration,
 }
 
+/// Lists in pages of 500, so a large cluster is never fetched in one response.
+pub async fn list_all<T, F, Fut>(params: ListParams, mut page: F) -> Result<Vec<T>, kube::Error>
+where
+    F: FnMut(ListParams) -> Fut,
+    Fut: Future<Output = Result<kube::core::ObjectList<T>, kube::Error>>,
+    T: Clone,
+{
+    let mut items = Vec::new();
+    let mut params = params.limit(500);
+    loop {
+        let list = page(params.clone()).await?;
+        items.extend(list.items);
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}
+
+/// All objects' metadata matching `params`, page by page.
+pub async fn list_metadata<K>(
+    api: &Api<K>,
+    params: ListParams,
+) -> Result<Vec<kube::core::PartialObjectMeta<K>>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + kube::Resource,
+{
+    list_all(params, |p| async move { api.list_metadata(&p).await }).await
+}
+
+/// Time since `t` (zero if in the future).
+pub fn since(t: Timestamp) -> Duration {
+    Timestamp::now()
+        .duration_since(t)
+        .try_into()
+        .unwrap_or_default()
+}
+
 /// Age of an object from its creationTimestamp (zero when unknown).
 pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
     meta.creation_timestamp
@@ -34,7 +72,8 @@ pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
         .unwrap_or_default()
 }
 
-/// Deletes an object only if it is still the one we looked at (uid precondition).
+/// Deletes an object only if it is still exactly the one we looked at (uid and
+/// resourceVersion preconditions: a concurrent refresh makes the delete fail).
 pub async fn delete_exact(
     client: &Client,
     resource: &ApiResource,
@@ -50,7 +89,7 @@ pub async fn delete_exact(
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: object.metadata.uid.clone(),
-            resource_version: None,
+            resource_version: object.metadata.resource_version.clone(),
         }),
         ..DeleteParams::default()
     };
@@ -97,6 +136,10 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
         let mut tick = tokio::time::interval(Duration::from_secs(interval).min(lease / 3));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leading = false;
+        // Each reconciler on its own interval; the tick also renews the lease.
+        let start = tokio::time::Instant::now();
+        let mut due = [start; 3];
+        let every = |secs: u64| Duration::from_secs(secs);
         loop {
             tick.tick().await;
             match elector.try_lead().await {
@@ -115,14 +158,18 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
             if !leading {
                 continue;
             }
-            if config.pod_groups.enabled {
+            let now = tokio::time::Instant::now();
+            if config.pod_groups.enabled && now >= due[0] {
                 pod_groups::pass(&client, &config.pod_groups, &metrics).await;
+                due[0] = now + every(config.pod_groups.reconcile_interval_seconds);
             }
-            if config.indices.enabled {
+            if config.indices.enabled && now >= due[1] {
                 index_claims::pass(&client, &config.indices, &metrics).await;
+                due[1] = now + every(config.indices.reconcile_interval_seconds);
             }
-            if config.reclaim.enabled && config.shared_clusters.enabled {
+            if config.reclaim.enabled && config.shared_clusters.enabled && now >= due[2] {
                 clusters::pass(&client, &config, &metrics).await;
+                due[2] = now + every(config.reclaim.interval_seconds);
             }
         }
     });

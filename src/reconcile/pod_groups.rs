@@ -5,10 +5,12 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
 
-use super::{age, delete_exact};
+use super::{age, delete_exact, list_metadata, since};
 use crate::config::PodGroups;
 use crate::kube_world::pod_group_resource;
 use crate::labels;
@@ -26,28 +28,25 @@ async fn try_pass(client: &Client, cfg: &PodGroups, metrics: &Metrics) -> Result
     let groups: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGER);
     let grace = Duration::from_secs(cfg.orphan_grace_seconds);
-    let candidates: Vec<_> = groups
-        .list_metadata(&ListParams::default().labels(&selector))
+    // Owned groups too: an owner (a Job, a Flyte workflow) can outlive many of its pods,
+    // and each orphaned group holds queue capacity until then.
+    let admitted_at = |g: &PartialObjectMeta<DynamicObject>| {
+        let stamp = g.metadata.annotations.as_ref()?.get(labels::ADMITTED_AT)?;
+        stamp.parse::<Timestamp>().ok()
+    };
+    let candidates: Vec<_> = list_metadata(&groups, ListParams::default().labels(&selector))
         .await?
-        .items
         .into_iter()
-        .filter(|g| {
-            g.metadata
-                .owner_references
-                .as_ref()
-                .is_none_or(Vec::is_empty)
-        })
         .filter(|g| age(&g.metadata) > grace)
+        .filter(|g| admitted_at(g).is_none_or(|t| since(t) > grace))
         .collect();
     if candidates.is_empty() {
         return Ok(());
     }
     // (namespace, group) of every pod that names a group.
     let pods: Api<Pod> = Api::all(client.clone());
-    let in_use: HashSet<(String, String)> = pods
-        .list_metadata(&ListParams::default())
+    let in_use: HashSet<(String, String)> = list_metadata(&pods, ListParams::default())
         .await?
-        .items
         .into_iter()
         .filter_map(|p| {
             let group = p

@@ -113,6 +113,16 @@ pub fn strip_run_scoped(spec: &mut Value, cfg: &SharedClusters) -> Vec<StrippedE
     stripped
 }
 
+/// Maps whose keys are the user's, not schema fields.
+const USER_MAPS: &[&str] = &[
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "rayStartParams",
+    "matchLabels",
+    "data",
+];
+
 /// Keys whose value equals the API default, per the RayCluster CRD and core/v1.
 fn is_default(key: &str, value: &Value, in_worker_group: bool) -> bool {
     match (key, value) {
@@ -140,6 +150,9 @@ fn canonical_at(value: &Value, parent_key: &str) -> Value {
         Value::Object(map) => {
             let worker_group = parent_key == "workerGroupSpecs";
             let quantities = matches!(parent_key, "requests" | "limits" | "overhead");
+            // In maps of user keys an empty value is a value (`nodeSelector: {gpu: ""}` is
+            // not the absence of a selector): only the map itself may be dropped as empty.
+            let user_map = USER_MAPS.contains(&parent_key);
             let sorted: BTreeMap<&String, Value> = map
                 .iter()
                 .map(|(k, v)| {
@@ -149,7 +162,7 @@ fn canonical_at(value: &Value, parent_key: &str) -> Value {
                     };
                     (k, v)
                 })
-                .filter(|(k, v)| !is_default(k, v, worker_group))
+                .filter(|(k, v)| user_map || !is_default(k, v, worker_group))
                 .collect();
             Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
         }
@@ -226,6 +239,18 @@ mod tests {
         let sent = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2}]});
         let defaulted = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2, "priority": 0, "numOfHosts": 1}]});
         assert_eq!(digest(&sent, &Map::new()), digest(&defaulted, &Map::new()));
+    }
+
+    #[test]
+    fn empty_values_in_user_maps_are_values() {
+        let gpu = json!({"template": {"spec": {"nodeSelector": {"gpu": ""}}}});
+        let none = json!({"template": {"spec": {}}});
+        assert_ne!(digest(&gpu, &Map::new()), digest(&none, &Map::new()));
+        let labelled = json!({"metadata": {"labels": {"tier": ""}}});
+        assert_ne!(canonical(&labelled), canonical(&json!({})));
+        // An empty map is still the same as an absent one.
+        let empty = json!({"template": {"spec": {"nodeSelector": {}}}});
+        assert_eq!(digest(&empty, &Map::new()), digest(&none, &Map::new()));
     }
 
     #[test]

@@ -100,9 +100,15 @@ pub fn plan(
     if cfg.autoscaling.enabled {
         stripped_spec["enableInTreeAutoscaling"] = json!(true);
         let options = &mut stripped_spec["autoscalerOptions"];
-        if options.get("idleTimeoutSeconds").is_none() {
-            options["idleTimeoutSeconds"] = json!(cfg.autoscaling.idle_timeout_seconds);
+        if options.is_null() {
+            *options = json!({});
         }
+        let options = options
+            .as_object_mut()
+            .ok_or("autoscalerOptions is not an object")?;
+        options
+            .entry("idleTimeoutSeconds")
+            .or_insert(json!(cfg.autoscaling.idle_timeout_seconds));
     }
     let copied_labels: Map<String, Value> = cfg
         .copied_job_labels

@@ -131,7 +131,7 @@ Consistency checks across values that the JSON schema cannot express.
 {{- end }}
 {{- $budgetMs := mul (int .Values.webhook.timeoutSeconds) 1000 }}
 {{- $c := .Values.config }}
-{{- range $field, $ms := dict "sharedClusters.createTimeoutMs" $c.sharedClusters.createTimeoutMs "podGroups.createTimeoutMs" $c.podGroups.createTimeoutMs "indices.claimTimeoutMs" $c.indices.claimTimeoutMs }}
+{{- range $field, $ms := dict "admissionTimeoutMs" $c.admissionTimeoutMs "sharedClusters.createTimeoutMs" $c.sharedClusters.createTimeoutMs "podGroups.createTimeoutMs" $c.podGroups.createTimeoutMs "indices.claimTimeoutMs" $c.indices.claimTimeoutMs }}
 {{- if and $ms (ge (int $ms) $budgetMs) }}
 {{- fail (printf "config.%s (%v ms) must be below webhook.timeoutSeconds (%d s)" $field $ms (int $.Values.webhook.timeoutSeconds)) }}
 {{- end }}
