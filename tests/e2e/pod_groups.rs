@@ -96,20 +96,28 @@ async fn orphaned_groups_are_reconciled_away() {
     let mut kept = sample("volcano-pod.yaml");
     kept["metadata"] = json!({"name": "kept"});
     create_pod(&env, &env.ns, kept).await;
+    // An owned pod: its owner (here a ConfigMap) outlives it, so the group must not wait
+    // for the owner's deletion.
+    let owner: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap();
+    let owner = Api::namespaced(env.admin.clone(), &env.ns)
+        .create(&PostParams::default(), &owner)
+        .await
+        .unwrap();
     let mut gone = sample("volcano-pod.yaml");
-    gone["metadata"] = json!({"name": "gone"});
+    gone["metadata"] = json!({"name": "gone", "ownerReferences": [{"apiVersion": "v1",
+        "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid, "controller": true}]});
     create_pod(&env, &env.ns, gone).await;
-    // No controller-manager here: deleting the pod leaves its group behind, as a rejected
+    let mut reborn = sample("volcano-pod.yaml");
+    reborn["metadata"] = json!({"name": "reborn"});
+    create_pod(&env, &env.ns, reborn.clone()).await;
+    // No controller-manager here: deleting a pod leaves its group behind, as a rejected
     // admission would.
-    pods.delete(
-        "gone",
-        &DeleteParams {
-            grace_period_seconds: Some(0),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    pods.delete("gone", &now).await.unwrap();
     wait_for("the orphaned group to be deleted", || async {
         groups
             .get_opt("gone")
@@ -119,14 +127,23 @@ async fn orphaned_groups_are_reconciled_away() {
             .then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A pod recreated under the same name (its group now older than the grace) reuses and
+    // refreshes its group, which the reconciler must not delete from under it.
+    pods.delete("reborn", &now).await.unwrap();
+    let again = create_pod(&env, &env.ns, reborn).await;
+    assert_eq!(group_of(&again).as_deref(), Some("reborn"));
+    tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
         groups.get_opt("kept").await.unwrap().is_some(),
         "a group in use is kept"
     );
+    assert!(
+        groups.get_opt("reborn").await.unwrap().is_some(),
+        "a reused group is kept"
+    );
     let metrics = env.instances[0].metrics().await;
     assert!(
-        metrics.contains("rayshare_objects_deleted_total{kind=\"PodGroup\"} 1"),
+        metrics.contains("rayshare_objects_reused_total{kind=\"PodGroup\"}"),
         "{metrics}"
     );
 }

@@ -355,7 +355,7 @@ func checkRules(p *problems, rules []rbacv1.PolicyRule) {
 	want := map[string][]string{
 		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
 		"ray.io/rayjobs":                  {"get", "list", "watch"},
-		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "watch"},
+		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "patch", "watch"},
 		"coordination.k8s.io/leases":      {"create", "delete", "get", "list", "update", "watch"},
 		"/pods":                           {"get", "list", "watch"},
 		"/namespaces":                     {"get", "list", "watch"},
