@@ -67,17 +67,17 @@ impl ReviewError {
 
 /// Parses a review body; every failure says what is wrong.
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
-    let kind = value.get("kind").and_then(Value::as_str);
-    let api_version = value.get("apiVersion").and_then(Value::as_str);
+    // One pass straight into the typed review (this is the hot path).
+    let review: AdmissionReview = serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
+        _ => ReviewError::NotJson(e.to_string()),
+    })?;
+    let (kind, api_version) = (review.kind.as_deref(), review.api_version.as_deref());
     if kind != Some("AdmissionReview") || api_version != Some("admission.k8s.io/v1") {
         return Err(ReviewError::NotReview(format!(
             "apiVersion {api_version:?}, kind {kind:?}"
         )));
     }
-    let review: AdmissionReview =
-        serde_json::from_value(value).map_err(|e| ReviewError::NotReview(e.to_string()))?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);

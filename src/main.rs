@@ -44,9 +44,10 @@ async fn kube_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
-    if let Err(e) = logging::init(&args.log) {
-        return fail(e, 2);
-    }
+    let _log_guard = match logging::init(&args.log) {
+        Ok(guard) => guard,
+        Err(e) => return fail(e, 2),
+    };
     // Everything that can be wrong with the settings fails here, before listening.
     let config = match Config::load(args.config.as_deref()) {
         Ok(c) => Arc::new(c),

@@ -45,7 +45,7 @@ impl Outcome {
 pub struct Admission {
     pub verdict: Verdict,
     pub outcome: Outcome,
-    /// The object as it will be stored (for `rayshare mutate`).
+    /// The object as it will be stored (for `rayshare mutate`); `None` when untouched.
     pub object: Option<Value>,
     /// Objects rayshare created or found for this request.
     pub ensured: Vec<Value>,
@@ -437,6 +437,46 @@ impl<W: World> Work<'_, W> {
     }
 }
 
+impl Admission {
+    /// Nothing to change (the object is the request's own).
+    fn untouched(outcome: Outcome) -> Self {
+        Self {
+            verdict: Verdict::allow(vec![]),
+            outcome,
+            object: None,
+            ensured: vec![],
+        }
+    }
+}
+
+/// A cheap look before any copying: could a feature change this object at all? Most
+/// objects that reach the webhook cannot (`matchConditions` filter the rest earlier).
+fn needs_work(kind: &str, object: &Value, cfg: &Config) -> bool {
+    let label = |k| labels::get(object, "labels", k);
+    let annotated = |k| labels::get(object, "annotations", k).is_some();
+    match kind {
+        "RayJob" => {
+            let spec = &object["spec"];
+            !spec["rayClusterSpec"].is_null() && spec["clusterSelector"].is_null()
+                || !spec.is_object()
+        }
+        _ => {
+            let scheduler = object["spec"]["schedulerName"].as_str().unwrap_or("");
+            let grouped = cfg.pod_groups.enabled
+                && cfg
+                    .pod_groups
+                    .scheduler_names
+                    .iter()
+                    .any(|s| s == scheduler)
+                && !annotated(labels::GROUP_NAME);
+            let indexed = cfg.indices.enabled
+                && label(labels::RAY_NODE_TYPE) == Some("worker")
+                && label(labels::REPLICA_INDEX).is_none();
+            grouped || indexed || !object["spec"].is_object()
+        }
+    }
+}
+
 /// Answers one admission request.
 pub async fn admit<W: World>(
     req: &AdmissionRequest,
@@ -453,12 +493,7 @@ pub async fn admit<W: World>(
     let (Some(kind), "CREATE", None) =
         (target, req.operation.as_str(), req.sub_resource.as_deref())
     else {
-        return Admission {
-            verdict: Verdict::allow(vec![]),
-            outcome: Outcome::Ignored,
-            object: req.object.clone(),
-            ensured: vec![],
-        };
+        return Admission::untouched(Outcome::Ignored);
     };
     let Some(original) = req.object.as_ref().filter(|o| o.is_object()) else {
         if let Some(m) = metrics {
@@ -473,6 +508,9 @@ pub async fn admit<W: World>(
             ensured: vec![],
         };
     };
+    if !needs_work(kind, original, cfg) {
+        return Admission::untouched(Outcome::Unchanged);
+    }
     let namespace = Some(req.namespace.as_str())
         .filter(|n| !n.is_empty())
         .or(original["metadata"]["namespace"].as_str())

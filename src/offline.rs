@@ -77,7 +77,7 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
             .map(|p| json!(p))
             .unwrap_or(json!([]));
         results.push(Mutated {
-            object: admission.object.unwrap_or(Value::Null),
+            object: admission.object.or(request.object).unwrap_or(Value::Null),
             patch,
             creates: if creates.len() > before {
                 admission.ensured

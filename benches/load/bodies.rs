@@ -32,7 +32,7 @@ impl Template {
                 parts.push(rest.as_bytes().to_vec());
                 break;
             };
-            parts.push(rest[..at].as_bytes().to_vec());
+            parts.push(rest.as_bytes()[..at].to_vec());
             holes.push(is_uid);
             rest = &rest[at + if is_uid { UID.len() } else { N.len() }..];
         }
@@ -50,7 +50,11 @@ impl Template {
         for (i, part) in self.parts.iter().enumerate() {
             out.extend_from_slice(part);
             if let Some(&is_uid) = self.holes.get(i) {
-                out.extend_from_slice(if is_uid { uid.as_bytes() } else { num.as_bytes() });
+                out.extend_from_slice(if is_uid {
+                    uid.as_bytes()
+                } else {
+                    num.as_bytes()
+                });
             }
         }
         Bytes::from(out)

@@ -216,7 +216,8 @@ pub struct Run {
     pub window: Duration,
     pub server_cpu_ns: u64,
     pub client_cpu_ns: u64,
-    pub offered: Option<f64>,
+    /// CPU time of the whole machine in the window.
+    pub system_cpu_ns: u64,
 }
 
 impl Run {
@@ -241,6 +242,15 @@ impl Run {
     pub fn client_cores(&self) -> f64 {
         self.client_cpu_ns as f64 / self.window.as_nanos().max(1) as f64
     }
+
+    /// Cores busy with anything but the server and the load generator (the control
+    /// plane, or whatever else runs on the machine): noise.
+    pub fn other_cores(&self) -> f64 {
+        let other = self
+            .system_cpu_ns
+            .saturating_sub(self.server_cpu_ns + self.client_cpu_ns);
+        other as f64 / self.window.as_nanos().max(1) as f64
+    }
 }
 
 pub fn percentile(sorted: &[u64], q: f64) -> f64 {
@@ -255,6 +265,7 @@ struct Cpu {
     at: Instant,
     server: u64,
     client: u64,
+    system: u64,
 }
 
 impl Cpu {
@@ -263,6 +274,7 @@ impl Cpu {
             at: Instant::now(),
             server: sys::cpu_ns(server_pid),
             client: sys::self_cpu_ns(),
+            system: sys::system_cpu_ns(),
         }
     }
 }
@@ -283,6 +295,9 @@ pub async fn open_loop(
     let first_measured = (warmup.as_secs_f64() * rate).round() as u64;
     let total = first_measured + (measure.as_secs_f64() * rate).round() as u64;
     let dispatcher = std::thread::spawn(move || {
+        // Real-time priority (when allowed) so the pacing thread is not delayed by the
+        // client's own worker thread on the same CPU; it sleeps between requests.
+        sys::realtime_priority();
         let mut tasks = Vec::with_capacity(total as usize);
         for i in 0..total {
             let due = start + Duration::from_nanos((i as f64 * 1e9 / rate) as u64);
@@ -307,10 +322,7 @@ pub async fn open_loop(
     let tasks = tokio::task::spawn_blocking(move || dispatcher.join().expect("dispatcher"))
         .await
         .expect("dispatcher join");
-    let mut run = Run {
-        offered: Some(rate),
-        ..Run::default()
-    };
+    let mut run = Run::default();
     for task in tasks {
         let (i, latency, lag, result) = task.await.expect("request task");
         if i < first_measured {
@@ -396,5 +408,6 @@ fn finish(run: &mut Run, cpu0: Cpu, cpu1: Cpu) {
     run.window = cpu1.at - cpu0.at;
     run.server_cpu_ns = cpu1.server.saturating_sub(cpu0.server);
     run.client_cpu_ns = cpu1.client.saturating_sub(cpu0.client);
+    run.system_cpu_ns = cpu1.system.saturating_sub(cpu0.system);
     run.throughput = run.completed() as f64 / run.window.as_secs_f64();
 }

@@ -212,7 +212,10 @@ pub async fn api_requests(client: &Client) -> BTreeMap<String, f64> {
 }
 
 /// Requests that grew between two counter snapshots.
-pub fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, u64> {
+pub fn delta(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, u64> {
     after
         .iter()
         .filter_map(|(k, v)| {

@@ -20,6 +20,29 @@ pub fn pin(cpus: &[usize]) {
     }
 }
 
+/// Gives the calling thread SCHED_FIFO priority 10 if the process may (root); else nothing.
+pub fn realtime_priority() {
+    // SAFETY: sched_param is plain data; sched_setscheduler only reads it.
+    unsafe {
+        let param = libc::sched_param { sched_priority: 10 };
+        let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+    }
+}
+
+/// Waits (up to `max`) until the machine's CPUs are busy with less than `cores` of
+/// anything; how busy they were at the end.
+pub fn wait_for_quiet(cores: f64, max: Duration) -> f64 {
+    let deadline = Instant::now() + max;
+    loop {
+        let (t0, c0) = (Instant::now(), system_cpu_ns());
+        std::thread::sleep(Duration::from_millis(1000));
+        let busy = system_cpu_ns().saturating_sub(c0) as f64 / t0.elapsed().as_nanos() as f64;
+        if busy < cores || Instant::now() >= deadline {
+            return busy;
+        }
+    }
+}
+
 pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -98,7 +121,10 @@ pub fn cpu_ns(pid: u32) -> u64 {
     if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
             if let Ok(s) = fs::read_to_string(task.path().join("schedstat"))
-                && let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok())
+                && let Some(ns) = s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
             {
                 total += ns;
                 found = true;
@@ -119,10 +145,29 @@ fn stat_cpu_ns(pid: u32) -> u64 {
         return 0;
     };
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+    let ticks: u64 =
+        fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     ticks * 1_000_000_000 / hz
+}
+
+/// CPU time of the whole machine (all CPUs, not idle or iowait), in nanoseconds.
+pub fn system_cpu_ns() -> u64 {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().next() else {
+        return 0;
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| v.get(i)).sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    busy * 1_000_000_000 / hz
 }
 
 /// CPU time of this process (all threads), in nanoseconds.

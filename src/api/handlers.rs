@@ -161,12 +161,14 @@ pub async fn mutate<W: World>(
         .inc();
     span.record("outcome", admission.outcome.as_str());
     span.record("duration_us", elapsed.as_micros() as u64);
+    // One line per request that changed something or went wrong; the rest at debug, so
+    // a busy webhook's log is about what it did.
     span.in_scope(|| match admission.outcome {
-        Outcome::Ignored => tracing::debug!("admitted"),
+        Outcome::Ignored | Outcome::Unchanged => tracing::debug!("admitted"),
         Outcome::Failed(cause) | Outcome::Denied(cause) => {
             tracing::warn!(cause, warnings = ?admission.verdict.warnings, "admitted")
         }
-        _ => tracing::info!(warnings = ?admission.verdict.warnings, "admitted"),
+        Outcome::Mutated => tracing::info!(warnings = ?admission.verdict.warnings, "admitted"),
     });
     Json(admission.verdict.review(&request.uid)).into_response()
 }

@@ -1,0 +1,286 @@
+//! Micro-benchmarks of the pure mutation code on the samples (criterion).
+//!
+//!     cargo bench --bench mutate
+//!
+//! Under `cargo test` (no `--bench` argument) each case runs once, as a smoke test.
+
+use std::hint::black_box;
+
+use criterion::Criterion;
+use serde_json::{Value, json};
+
+use rayshare::admission::{self, AdmissionRequest};
+use rayshare::config::Config;
+use rayshare::world::{ClusterInfo, MemoryWorld};
+use rayshare::{indices, mutate, pod_group, shared_cluster};
+
+const RAYJOB_A: &str = include_str!("../deploy/samples/rayjob-run-a.yaml");
+const RAYJOB_B: &str = include_str!("../deploy/samples/rayjob-run-b.yaml");
+const VOLCANO_POD: &str = include_str!("../deploy/samples/volcano-pod.yaml");
+const WORKER_POD: &str = include_str!("../tests/bench/ray-worker-pod.yaml");
+
+fn yaml(text: &str) -> Value {
+    rayshare::offline::documents(text).expect("sample YAML")[0].clone()
+}
+
+fn worker_pod(cluster: &str, group: &str) -> Value {
+    yaml(
+        &WORKER_POD
+            .replace("{{cluster}}", cluster)
+            .replace("{{group}}", group)
+            .replace("{{namespace}}", "team"),
+    )
+}
+
+fn cluster_info(hosts: u32) -> ClusterInfo {
+    ClusterInfo::from_value(&json!({
+        "metadata": {"uid": "2f7b9a1c", "labels": {}, "annotations": {}},
+        "spec": {"workerGroupSpecs": [{"groupName": "cpu", "numOfHosts": hosts}]},
+    }))
+}
+
+fn review(object: &Value, dry_run: bool) -> Vec<u8> {
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "6f1c1f0e-1d5e-4c4b-9a51-0b1f3d6e2a11",
+            "kind": {"group": group, "version": version, "kind": object["kind"]},
+            "name": object["metadata"]["name"].as_str().unwrap_or(""),
+            "namespace": "team", "operation": "CREATE", "dryRun": dry_run,
+            "userInfo": {"username": "system:serviceaccount:flyte:flytepropeller"},
+            "object": object,
+        }
+    }))
+    .expect("serialisable")
+}
+
+fn request(object: &Value, dry_run: bool) -> AdmissionRequest {
+    admission::parse_review(&review(object, dry_run)).expect("a valid review")
+}
+
+/// Parse, admit, answer: the whole per-request work outside HTTP and TLS.
+fn handle(body: &[u8], cfg: &Config, world: &MemoryWorld) -> Vec<u8> {
+    let request = admission::parse_review(body).expect("a valid review");
+    let admission = futures::executor::block_on(mutate::admit(&request, cfg, world, None));
+    serde_json::to_vec(&admission.verdict.review(&request.uid)).expect("serialisable")
+}
+
+type Case = (&'static str, Box<dyn FnMut()>);
+
+fn cases() -> Vec<Case> {
+    let cfg = Config::default();
+    let rayjob_a = yaml(RAYJOB_A);
+    let rayjob_b = yaml(RAYJOB_B);
+    let pod = yaml(VOLCANO_POD);
+    let worker = worker_pod("ray-shared", "cpu");
+    let single_host = cluster_info(1);
+    let multi_host = cluster_info(4);
+    let mut cases: Vec<Case> = Vec::new();
+
+    // The pure planners.
+    {
+        let (job, cfg) = (rayjob_a.clone(), cfg.clone());
+        cases.push((
+            "shared_cluster::plan rayjob-run-a",
+            Box::new(move || {
+                let plan = shared_cluster::plan(
+                    black_box(&job),
+                    "team",
+                    &cfg.shared_clusters,
+                    &cfg.opt_out_annotation,
+                );
+                assert!(matches!(plan, Ok(shared_cluster::Plan::Rewrite(_))));
+            }),
+        ));
+    }
+    {
+        let (pod, cfg) = (pod.clone(), cfg.clone());
+        cases.push((
+            "pod_group::plan volcano-pod",
+            Box::new(move || {
+                let plan = pod_group::plan(
+                    black_box(&pod),
+                    "team",
+                    "6f1c1f0e-1d5e-4c4b-9a51-0b1f3d6e2a11",
+                    None,
+                    &cfg.pod_groups,
+                    &cfg.opt_out_annotation,
+                );
+                assert!(matches!(plan, Ok(pod_group::Plan::Create(_))));
+            }),
+        ));
+    }
+    {
+        let (pod, cfg, info) = (worker.clone(), cfg.clone(), single_host.clone());
+        cases.push((
+            "indices::plan worker single-host (skip)",
+            Box::new(move || {
+                let plan = indices::plan(
+                    black_box(&pod),
+                    Some(&info),
+                    &cfg.indices,
+                    &cfg.opt_out_annotation,
+                );
+                assert_eq!(plan, indices::Plan::Skip(None));
+            }),
+        ));
+    }
+    {
+        let (pod, cfg, info) = (worker.clone(), cfg.clone(), multi_host.clone());
+        cases.push((
+            "indices::plan+apply worker 4-host",
+            Box::new(move || {
+                let plan = indices::plan(
+                    black_box(&pod),
+                    Some(&info),
+                    &cfg.indices,
+                    &cfg.opt_out_annotation,
+                );
+                let indices::Plan::Claim {
+                    cluster,
+                    group,
+                    hosts,
+                } = plan
+                else {
+                    panic!("expected a claim, got {plan:?}");
+                };
+                let slot = indices::Slot {
+                    replica: 1,
+                    host: 2,
+                };
+                black_box(indices::apply(
+                    &pod,
+                    &cluster,
+                    &group,
+                    hosts,
+                    slot,
+                    &cfg.indices,
+                ));
+            }),
+        ));
+    }
+
+    // The wire format.
+    for (name, object) in [
+        ("admission::parse_review volcano-pod", pod.clone()),
+        ("admission::parse_review rayjob-run-a", rayjob_a.clone()),
+    ] {
+        let body = review(&object, false);
+        cases.push((
+            name,
+            Box::new(move || {
+                black_box(admission::parse_review(black_box(&body)).expect("valid"));
+            }),
+        ));
+    }
+
+    // mutate::admit against an in-memory world, as the server runs it.
+    {
+        let world = MemoryWorld::default();
+        // The first job creates the shared cluster; run-b's then finds it.
+        let _ = futures::executor::block_on(mutate::admit(
+            &request(&rayjob_a, false),
+            &cfg,
+            &world,
+            None,
+        ));
+        let req = request(&rayjob_b, false);
+        let cfg = cfg.clone();
+        cases.push((
+            "mutate::admit rayjob-run-b (cluster exists)",
+            Box::new(move || {
+                let a =
+                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
+                assert_eq!(a.outcome, mutate::Outcome::Mutated);
+            }),
+        ));
+    }
+    {
+        let world = MemoryWorld::default();
+        let req = request(&pod, true);
+        let cfg = cfg.clone();
+        cases.push((
+            "mutate::admit volcano-pod (dry run)",
+            Box::new(move || {
+                let a =
+                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
+                assert_eq!(a.outcome, mutate::Outcome::Mutated);
+            }),
+        ));
+    }
+    {
+        let world = MemoryWorld::default();
+        let _ = futures::executor::block_on(mutate::admit(
+            &request(&rayjob_a, false),
+            &cfg,
+            &world,
+            None,
+        ));
+        let name = world.created()[0]["metadata"]["name"]
+            .as_str()
+            .expect("cluster name")
+            .to_string();
+        let req = request(&worker_pod(&name, "cpu"), false);
+        let cfg = cfg.clone();
+        cases.push((
+            "mutate::admit worker pod single-host",
+            Box::new(move || {
+                let a =
+                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
+                assert_eq!(a.outcome, mutate::Outcome::Unchanged);
+            }),
+        ));
+    }
+
+    // Body in, body out.
+    {
+        let world = MemoryWorld::default();
+        let body = review(&pod, true);
+        let cfg = cfg.clone();
+        cases.push((
+            "handle volcano-pod review (parse+admit+answer)",
+            Box::new(move || {
+                black_box(handle(black_box(&body), &cfg, &world));
+            }),
+        ));
+    }
+    {
+        let world = MemoryWorld::default();
+        let _ = futures::executor::block_on(mutate::admit(
+            &request(&rayjob_a, false),
+            &cfg,
+            &world,
+            None,
+        ));
+        let body = review(&rayjob_b, false);
+        let cfg = cfg.clone();
+        cases.push((
+            "handle rayjob-run-b review (parse+admit+answer)",
+            Box::new(move || {
+                black_box(handle(black_box(&body), &cfg, &world));
+            }),
+        ));
+    }
+    cases
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --benches`: run each case once.
+        for (name, mut f) in cases() {
+            f();
+            eprintln!("mutate bench case ok: {name}");
+        }
+        return;
+    }
+    let mut c = Criterion::default()
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3))
+        .configure_from_args();
+    for (name, mut f) in cases() {
+        c.bench_function(name, |b| b.iter(&mut f));
+    }
+    c.final_summary();
+}
