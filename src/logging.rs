@@ -12,8 +12,12 @@ pub fn init(args: &LogArgs) -> Result<WorkerGuard, String> {
     let filter = EnvFilter::try_new(&args.log_level)
         .map_err(|e| format!("invalid --log-level {:?}: {e}", args.log_level))?;
     // A background thread does the writing: a slow or blocked stderr must not stall
-    // admission requests (lossy only if the buffer of 128k lines ever fills).
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    // admission requests. The buffer is bounded (8k lines) so a burst cannot grow memory;
+    // beyond it lines are dropped, never requests delayed.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(8192)
+        .lossy(true)
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())

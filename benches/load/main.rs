@@ -248,7 +248,7 @@ impl Bench {
                 std::env::var("BENCH_RETRY_BUDGET_SECONDS")
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .unwrap_or(120),
+                    .unwrap_or(60),
             )),
             seed,
             instances: 0,
@@ -273,14 +273,21 @@ impl Bench {
         }
     }
 
-    fn start_rayshare(&mut self, cores: usize) -> Server {
+    /// rayshare from this build (or `RAYSHARE_BIN`), with a feature config file or the
+    /// defaults.
+    fn start_rayshare(&mut self, cores: usize, config: Option<&std::path::Path>) -> Server {
         let bin = std::env::var_os("RAYSHARE_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rayshare")));
-        self.start_rayshare_bin(cores, &bin)
+        self.start_rayshare_bin(cores, &bin, config)
     }
 
-    fn start_rayshare_bin(&mut self, cores: usize, bin: &std::path::Path) -> Server {
+    fn start_rayshare_bin(
+        &mut self,
+        cores: usize,
+        bin: &std::path::Path,
+        config: Option<&std::path::Path>,
+    ) -> Server {
         self.instances += 1;
         let port = sys::free_port();
         let admin = sys::free_port();
@@ -289,11 +296,14 @@ impl Bench {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
         let admin_addr: SocketAddr = format!("127.0.0.1:{admin}").parse().expect("address");
         sys::pin(&self.server_cores(cores));
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve");
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
         let proc = Proc::spawn(
             "rayshare",
-            Command::new(bin)
-                .arg("serve")
-                .args(["--listen", &addr.to_string()])
+            cmd.args(["--listen", &addr.to_string()])
                 .args(["--admin-listen", &admin_addr.to_string()])
                 .arg("--tls-cert")
                 .arg(&self.cert)
@@ -391,9 +401,19 @@ impl Bench {
         });
 
         // Fresh servers, one core each, idle.
-        let mut ray = self.start_rayshare(1);
+        // Defaults, except that a PodGroup whose pod never came counts as orphaned after
+        // 5 s (not 2 min) and the orphan pass runs every 5 s (not 30 s): so the pass can
+        // be measured below, in seconds rather than minutes.
+        let config = self.out.join("rayshare-config.yaml");
+        std::fs::write(
+            &config,
+            "podGroups:\n  orphanGraceSeconds: 5\n  reconcileIntervalSeconds: 5\n",
+        )
+        .expect("writing the config");
+        let mut ray = self.start_rayshare(1, Some(&config));
         let floor = self.start_floor(1);
         std::thread::sleep(Duration::from_secs(2));
+        let calls_at_start = self.api_requests();
         let (ray_idle, _) = sys::rss_kib(ray.proc.pid());
         let (floor_idle, _) = sys::rss_kib(floor.proc.pid());
         eprintln!(
@@ -654,8 +674,57 @@ impl Bench {
         }
 
         // One core: servers on CPU 0, load generator on CPU 1.
-        self.paused_during_floor.set(Some(ray.proc.pid()));
         let load = self.load_runtime(1);
+
+        // The orphan-PodGroup pass, on purpose: the probe of pod-podgroup-create above made
+        // a group whose pod never comes; the leader's next pass lists every pod of the
+        // cluster to find that out. Admission goes on meanwhile (1,000 req/s).
+        let calls = self.api_requests();
+        let (rss_before, _) = sys::rss_kib(ray.proc.pid());
+        let pool = self.connect(&load, &ray, Proto::H2);
+        let run = load.block_on(client::open_loop(
+            pool,
+            kinds[0].body(),
+            1000.0,
+            Duration::ZERO,
+            Duration::from_secs(if self.quick { 8 } else { 14 }),
+            ray.proc.pid(),
+        ));
+        let pages = cluster::delta(&calls, &self.api_requests())
+            .get("LIST pods")
+            .copied()
+            .unwrap_or(0);
+        let (rss_after, _) = sys::rss_kib(ray.proc.pid());
+        eprintln!(
+            "load: [{}] orphan-PodGroup pass ({pages} pages of pods listed): RSS {:.1} -> {:.1} MiB; pod-unchanged at 1000/s meanwhile: p50 {:.2} p99 {:.2} max {:.2} ms",
+            elapsed(started),
+            mib(rss_before),
+            mib(rss_after),
+            run.pct_us(0.5) / 1000.0,
+            run.pct_us(0.99) / 1000.0,
+            run.pct_us(1.0) / 1000.0
+        );
+        self.results.insert(
+            "orphan_pass",
+            json!({
+                "about": "one PodGroup without its pod; rayshare's leader lists every pod of the cluster (metadata, pages of 500, all kept) to check; orphanGraceSeconds 5 and reconcileIntervalSeconds 5 for this instance",
+                "pod_list_pages": pages,
+                "rss_kib_before": rss_before,
+                "rss_kib_after": rss_after,
+                "admission_meanwhile": {
+                    "kind": kinds[0].name,
+                    "offered_rps": 1000,
+                    "protocol": "h2",
+                    "p50_us": round1(run.pct_us(0.5)),
+                    "p99_us": round1(run.pct_us(0.99)),
+                    "p999_us": round1(run.pct_us(0.999)),
+                    "max_us": round1(run.pct_us(1.0)),
+                    "errors": run.errors,
+                },
+            }),
+        );
+
+        self.paused_during_floor.set(Some(ray.proc.pid()));
         for proto in [Proto::H2, Proto::H1] {
             for kind in &kinds {
                 for server in [&ray, &floor] {
@@ -674,6 +743,12 @@ impl Bench {
         }
         drop(load);
         let (ray_after, ray_hwm) = sys::rss_kib(ray.proc.pid());
+        // rayshare's orphan-PodGroup pass lists every pod of the cluster (the probe of
+        // pod-podgroup-create left one orphan); nothing else here lists pods.
+        let pod_lists = cluster::delta(&calls_at_start, &self.api_requests())
+            .get("LIST pods")
+            .copied()
+            .unwrap_or(0);
         let (floor_after, floor_hwm) = sys::rss_kib(floor.proc.pid());
         eprintln!("load: [{}] one-core runs done", elapsed(started));
 
@@ -681,7 +756,7 @@ impl Bench {
         ray.proc.check_alive();
         ray.proc.stop();
         floor.proc.stop();
-        let ray2 = self.start_rayshare(2);
+        let ray2 = self.start_rayshare(2, None);
         let floor2 = self.start_floor(2);
         self.paused_during_floor.set(Some(ray2.proc.pid()));
         std::thread::sleep(Duration::from_secs(3));
@@ -703,7 +778,7 @@ impl Bench {
         self.paused_during_floor.set(None);
 
         // The paths with API calls, at low rates, one core.
-        let ray3 = self.start_rayshare(1);
+        let ray3 = self.start_rayshare(1, None);
         let load = self.load_runtime(1);
         let low_rates: Vec<f64> = if self.quick {
             vec![100.0]
@@ -727,6 +802,8 @@ impl Bench {
                     "large_caches_incremental": ray_large,
                     "after_one_core_runs": ray_after,
                     "peak_after_one_core_runs": ray_hwm,
+                    "pod_list_pages_during_one_core_runs": pod_lists,
+                    "after_orphan_pass": self.results.get("orphan_pass").map(|o| o["rss_kib_after"].clone()),
                     "large_caches_fresh_start": ray_fresh_large,
                     "large_caches_fresh_start_peak": ray_fresh_hwm,
                     "after_two_core_runs": ray2_after,
@@ -741,7 +818,7 @@ impl Bench {
                     "ray_clusters": bulk_rc + 2,
                     "namespaces": bulk_ns + 2,
                     "pods": bulk_pods,
-                    "note": "rayshare caches RayClusters (spec reduced to worker groups) and Namespaces; it keeps no pod cache, so the pods cost it nothing",
+                    "note": "rayshare caches RayClusters (spec reduced to worker groups) and Namespaces, not pods; but its leader's reconcilers list RayClusters and RayJobs every 30 s, and the orphan-PodGroup pass lists every pod of the cluster (metadata, 500 per page, all pages kept) whenever a PodGroup has been without its pod for 2 min: see pod_list_pages_during_one_core_runs",
                 },
             }),
         );
@@ -806,9 +883,34 @@ impl Bench {
             );
         };
         rss("start");
-        for round in 1..=3 {
+        let idle: u64 = std::env::var("BENCH_MEMORY_IDLE_SECONDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(70);
+        let mut calls = self.api_requests();
+        for i in 1..=idle / 10 {
+            std::thread::sleep(Duration::from_secs(10));
+            let now = self.api_requests();
+            let lists: Vec<String> = cluster::delta(&calls, &now)
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("LIST"))
+                .map(|(k, v)| format!("{k} x{v}"))
+                .collect();
+            calls = now;
+            rss(&format!(
+                "idle {}s (API lists: {})",
+                i * 10,
+                lists.join(", ")
+            ));
+        }
+        for (round, proto) in [
+            (1, Proto::H2),
+            (2, Proto::H1),
+            (3, Proto::H2),
+            (4, Proto::H1),
+        ] {
             for kind in kinds {
-                let pool = self.connect(&load, ray, Proto::H2);
+                let pool = self.connect(&load, ray, proto);
                 let run = load.block_on(client::closed_loop(
                     pool,
                     kind.body(),
@@ -818,14 +920,20 @@ impl Bench {
                     ray.proc.pid(),
                 ));
                 rss(&format!(
-                    "round {round}, {} saturated ({} requests)",
+                    "round {round}, {} {} saturated ({} requests)",
+                    proto.name(),
                     kind.name,
                     run.completed()
                 ));
             }
         }
-        for round in 1..=3 {
-            let pool = self.connect(&load, ray, Proto::H2);
+        for (round, proto) in [
+            (1, Proto::H2),
+            (2, Proto::H1),
+            (3, Proto::H2),
+            (4, Proto::H1),
+        ] {
+            let pool = self.connect(&load, ray, proto);
             let run = load.block_on(client::open_loop(
                 pool,
                 kinds[3].body(),
@@ -835,7 +943,8 @@ impl Bench {
                 ray.proc.pid(),
             ));
             rss(&format!(
-                "overload {round}: {} at 6000/s for 2 s (p99 {:.0} ms)",
+                "overload {round}: {} {} at 6000/s for 2 s (p99 {:.0} ms)",
+                proto.name(),
                 kinds[3].name,
                 run.pct_us(0.99) / 1000.0
             ));
@@ -846,7 +955,10 @@ impl Bench {
 
     /// Saturation (one core, both protocols) of several rayshare binaries and the floor.
     fn compare(&mut self, floor: &Server, kinds: &[Kind], bins: &[PathBuf]) {
-        let servers: Vec<Server> = bins.iter().map(|b| self.start_rayshare_bin(1, b)).collect();
+        let servers: Vec<Server> = bins
+            .iter()
+            .map(|b| self.start_rayshare_bin(1, b, None))
+            .collect();
         std::thread::sleep(Duration::from_secs(2));
         let load = self.load_runtime(1);
         for kind in kinds {
@@ -1066,7 +1178,7 @@ impl Bench {
                 "http1": format!("{} kept-alive connections", s.h1_conns),
                 "one_core": "server pinned to CPU 0, load generator to CPU 1",
                 "two_cores": "server and load generator both on CPUs 0-1 (they compete)",
-                "rayshare": "rayshare serve, default feature config, --log-format json --log-level info (as the Helm chart), admin kubeconfig of the local control plane",
+                "rayshare": "rayshare serve, default feature config (first instance: podGroups orphanGraceSeconds/reconcileIntervalSeconds 5, see orphan_pass), --log-format json --log-level info (as the Helm chart), admin kubeconfig of the local control plane",
                 "floor": "axum + rustls (ring, TLS 1.2/1.3, ALPN h2/http1.1, same certificate), reads the body, answers a fixed AdmissionReview",
             },
             "kinds": self.results.remove("kinds"),
@@ -1075,6 +1187,7 @@ impl Bench {
             "api_paths": self.api_paths,
             "rss_kib": self.results.remove("rss_kib"),
             "background_cores_before_runs": self.results.remove("background_cores_before_runs"),
+            "orphan_pass": self.results.remove("orphan_pass"),
             "micro": micro_results(&self.repo),
         });
         let mut results = results;
