@@ -77,7 +77,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         .pod_name
         .clone()
         .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
-    reconcile::spawn_all(
+    let reconcilers = reconcile::spawn_all(
         client,
         config.clone(),
         metrics.clone(),
@@ -110,7 +110,14 @@ async fn serve(args: ServeArgs) -> ExitCode {
             delay: Duration::from_secs(args.shutdown_delay_seconds),
             timeout: Duration::from_secs(args.drain_timeout_seconds),
         },
-        shutdown,
+        async move {
+            shutdown.await;
+            // A draining replica must not keep deleting as leader; another takes over
+            // when its lease runs out.
+            if let Some(task) = reconcilers {
+                task.abort();
+            }
+        },
     )
     .await;
     match result {

@@ -107,7 +107,14 @@ pub async fn delete_exact(
 }
 
 /// Runs the enabled reconcilers forever, each pass only while this replica leads.
-pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, election: Election) {
+/// Runs the enabled reconcilers; the handle stops them (at shutdown, so a draining
+/// replica no longer acts as leader).
+pub fn spawn_all(
+    client: Client,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    election: Election,
+) -> Option<tokio::task::JoinHandle<()>> {
     let interval = [
         config
             .pod_groups
@@ -121,9 +128,7 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
     .into_iter()
     .flatten()
     .min();
-    let Some(interval) = interval else {
-        return;
-    };
+    let interval = interval?;
     let elector = leader::Elector::new(
         client.clone(),
         &election.namespace,
@@ -132,7 +137,7 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
         election.lease,
     );
     let lease = election.lease;
-    tokio::spawn(async move {
+    Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(interval).min(lease / 3));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut leading = false;
@@ -172,5 +177,5 @@ pub fn spawn_all(client: Client, config: Arc<Config>, metrics: Arc<Metrics>, ele
                 due[2] = now + every(config.reclaim.interval_seconds);
             }
         }
-    });
+    }))
 }

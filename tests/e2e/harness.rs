@@ -447,8 +447,15 @@ impl TestEnv {
         let dir = tempfile::tempdir().unwrap();
         let certs = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
         rayshare::certs::write(dir.path(), &certs).unwrap();
+        // Tests share one API server: keep each test's reclaimer to its own namespace (a
+        // shared cluster carries its TTL, so any reclaimer would honour another test's).
+        let config = if config_yaml.contains("reclaim:") {
+            config_yaml.to_string()
+        } else {
+            format!("{config_yaml}\nreclaim:\n  namespaces: [{ns}]\n")
+        };
         let instances: Vec<Rayshare> = (0..replicas)
-            .map(|i| Rayshare::start(dir.path(), &format!("{name}-{i}"), config_yaml, &ns))
+            .map(|i| Rayshare::start(dir.path(), &format!("{name}-{i}"), &config, &ns))
             .collect();
         for r in &instances {
             r.wait_ready().await;
