@@ -276,8 +276,8 @@ fn main() {
         return;
     }
     let mut c = Criterion::default()
-        .warm_up_time(std::time::Duration::from_secs(1))
-        .measurement_time(std::time::Duration::from_secs(3))
+        .warm_up_time(std::time::Duration::from_millis(500))
+        .measurement_time(std::time::Duration::from_secs(2))
         .configure_from_args();
     for (name, mut f) in cases() {
         c.bench_function(name, |b| b.iter(&mut f));

@@ -248,7 +248,7 @@ impl Bench {
                 std::env::var("BENCH_RETRY_BUDGET_SECONDS")
                     .ok()
                     .and_then(|v| v.parse().ok())
-                    .unwrap_or(60),
+                    .unwrap_or(120),
             )),
             seed,
             instances: 0,
