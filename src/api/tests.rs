@@ -250,6 +250,19 @@ async fn api_failure_can_deny_when_configured() {
     );
 }
 
+/// Edits every stored object (the cluster of the first job), then admits the job again.
+async fn repost_after_editing_clusters(
+    s: Arc<AppState<MemoryWorld>>,
+    edit: impl Fn(&mut Value),
+) -> Value {
+    s.world.objects.lock().unwrap().values_mut().for_each(edit);
+    post(
+        s,
+        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_foreign_cluster_of_the_same_name_is_never_taken_over() {
     let s = state(MemoryWorld::default(), Config::default());
@@ -260,16 +273,9 @@ async fn a_foreign_cluster_of_the_same_name_is_never_taken_over() {
     .await;
     assert!(first.get("patch").is_some());
     // Replace the cluster with a foreign one of the same name.
-    {
-        let mut objects = s.world.objects.lock().unwrap();
-        for v in objects.values_mut() {
-            v["metadata"]["labels"] = json!({"owner": "someone-else"});
-        }
-    }
-    let r = post(
-        s,
-        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
-    )
+    let r = repost_after_editing_clusters(s, |v| {
+        v["metadata"]["labels"] = json!({"owner": "someone-else"})
+    })
     .await;
     assert!(r.get("patch").is_none());
     assert!(
@@ -338,13 +344,9 @@ async fn a_cluster_being_reclaimed_is_not_used() {
         &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
     )
     .await;
-    for v in s.world.objects.lock().unwrap().values_mut() {
-        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    }
-    let r = post(
-        s,
-        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
-    )
+    let r = repost_after_editing_clusters(s, |v| {
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+    })
     .await;
     assert!(r.get("patch").is_none());
     assert!(
