@@ -2,10 +2,13 @@
 //!
 //! Hand-written rather than kube's `DynamicObject`-based types: the mutations work on plain
 //! `serde_json::Value`s and a review must never fail to parse because of an odd object.
+//! The object stays raw JSON until a mutation needs it: most objects need none, and
+//! building a tree of a whole pod was the largest cost of a request (see README).
 
 use data_encoding::BASE64;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,8 +32,22 @@ pub struct AdmissionRequest {
     pub operation: String,
     #[serde(default)]
     pub dry_run: bool,
+    /// Unparsed; see [`AdmissionRequest::object_value`] and `mutate::triage`.
     #[serde(default)]
-    pub object: Option<Value>,
+    pub object: Option<Box<RawValue>>,
+}
+
+impl AdmissionRequest {
+    /// A request carrying `object` (for `rayshare mutate` and tests).
+    pub fn with_object(mut self, object: &Value) -> Self {
+        self.object = serde_json::value::to_raw_value(object).ok();
+        self
+    }
+
+    /// The object as a tree; `None` when absent (or `null`).
+    pub fn object_value(&self) -> Option<Value> {
+        serde_json::from_str(self.object.as_ref()?.get()).ok()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -113,31 +130,72 @@ impl Verdict {
         }
     }
 
-    pub fn review(&self, uid: &str) -> Value {
-        let mut response = json!({ "uid": uid, "allowed": self.allowed });
-        if let Some(patch) = self.patch.as_ref().filter(|p| !p.0.is_empty()) {
-            let bytes = serde_json::to_vec(patch).expect("a JSON patch always serialises");
-            response["patchType"] = json!("JSONPatch");
-            response["patch"] = json!(BASE64.encode(&bytes));
+    fn answer<'a>(&'a self, uid: &'a str) -> ReviewOut<'a> {
+        let patch = self.patch.as_ref().filter(|p| !p.0.is_empty()).map(|p| {
+            let bytes = serde_json::to_vec(p).expect("a JSON patch always serialises");
+            BASE64.encode(&bytes)
+        });
+        ReviewOut {
+            api_version: "admission.k8s.io/v1",
+            kind: "AdmissionReview",
+            response: ResponseOut {
+                uid,
+                allowed: self.allowed,
+                patch_type: patch.as_ref().map(|_| "JSONPatch"),
+                patch,
+                warnings: &self.warnings,
+                status: self
+                    .message
+                    .as_deref()
+                    .map(|message| Status { code: 403, message }),
+            },
         }
-        if !self.warnings.is_empty() {
-            response["warnings"] = json!(self.warnings);
-        }
-        if let Some(message) = &self.message {
-            response["status"] = json!({ "code": 403, "message": message });
-        }
-        json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "response": response,
-        })
     }
+
+    /// The AdmissionReview answering request `uid`, as sent.
+    pub fn review_bytes(&self, uid: &str) -> Vec<u8> {
+        serde_json::to_vec(&self.answer(uid)).expect("a review always serialises")
+    }
+
+    pub fn review(&self, uid: &str) -> Value {
+        serde_json::to_value(self.answer(uid)).expect("a review always serialises")
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    code: u16,
+    message: &'a str,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rstest::rstest;
+    use serde_json::json;
 
     fn review(request: Value) -> Vec<u8> {
         serde_json::to_vec(&json!({
@@ -170,6 +228,36 @@ mod tests {
         assert_eq!(r.uid, "abc");
         assert!(r.dry_run);
         assert_eq!(r.name, "");
+        assert_eq!(
+            r.object_value(),
+            Some(json!({"metadata": {"generateName": "p-"}}))
+        );
+    }
+
+    #[rstest]
+    #[case(json!(null), None)]
+    #[case(json!([1, "a"]), Some(json!([1, "a"])))]
+    fn object_stays_raw_whatever_it_is(#[case] object: Value, #[case] expected: Option<Value>) {
+        let body = review(json!({
+            "uid": "u", "kind": {"version":"v1","kind":"Pod"}, "operation": "CREATE",
+            "object": object,
+        }));
+        assert_eq!(parse_review(&body).unwrap().object_value(), expected);
+    }
+
+    #[test]
+    fn answer_bytes_are_the_review() {
+        let mut verdict = Verdict::deny("no".into(), vec!["w".into()]);
+        verdict.patch = Some(json_patch::Patch(vec![]));
+        let bytes = verdict.review_bytes("u3");
+        let parsed: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(parsed, verdict.review("u3"));
+        assert_eq!(
+            parsed,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                   "response": {"uid": "u3", "allowed": false, "warnings": ["w"],
+                                "status": {"code": 403, "message": "no"}}})
+        );
     }
 
     #[test]

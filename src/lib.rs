@@ -26,4 +26,5 @@ pub mod reconcile;
 pub mod server;
 pub mod shared_cluster;
 pub mod tls;
+pub mod triage;
 pub mod world;

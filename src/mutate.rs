@@ -13,6 +13,7 @@ use crate::metrics::{KindLabel, Metrics};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::shared_cluster::{self, Rewrite};
+use crate::triage::{self, Head};
 use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
 use crate::{indices, labels, pod_group, reclaim};
 
@@ -100,7 +101,9 @@ struct Work<'a, W: World> {
     world: &'a W,
     metrics: Option<&'a Metrics>,
     namespace: String,
-    object: Value,
+    original: &'a Value,
+    /// The object as changed so far; `None` while unchanged (no copy, no diff).
+    changed: Option<Value>,
     warnings: Vec<String>,
     ensured: Vec<Value>,
     failure: Option<(&'static str, bool)>,
@@ -108,6 +111,10 @@ struct Work<'a, W: World> {
 }
 
 impl<W: World> Work<'_, W> {
+    fn object(&self) -> &Value {
+        self.changed.as_ref().unwrap_or(self.original)
+    }
+
     fn count(
         &self,
         family: fn(
@@ -152,7 +159,7 @@ impl<W: World> Work<'_, W> {
     async fn shared_cluster(&mut self) {
         let cfg = &self.cfg.shared_clusters;
         let plan = shared_cluster::plan(
-            &self.object,
+            self.object(),
             &self.namespace,
             cfg,
             &self.cfg.opt_out_annotation,
@@ -173,7 +180,7 @@ impl<W: World> Work<'_, W> {
         // The TTL a job asks for (capped), else the default; written on the cluster so
         // every replica judges it by the same TTL.
         let reclaim_cfg = &self.cfg.reclaim;
-        let job_ttl = labels::get(&self.object, "annotations", &reclaim_cfg.ttl_annotation)
+        let job_ttl = labels::get(self.object(), "annotations", &reclaim_cfg.ttl_annotation)
             .and_then(|v| v.parse::<u64>().ok())
             .map(|t| t.min(reclaim_cfg.max_idle_ttl_seconds));
         let initial_ttl = job_ttl.unwrap_or(reclaim_cfg.idle_ttl_seconds).to_string();
@@ -194,7 +201,7 @@ impl<W: World> Work<'_, W> {
                         let job = self.req.name.as_str();
                         self.world.note_admitted(&self.namespace, &member.name, job);
                     }
-                    self.object = member.job;
+                    self.changed = Some(member.job);
                     self.warnings.extend(member.warnings);
                     self.ensured.push(member.cluster);
                     return;
@@ -286,10 +293,10 @@ impl<W: World> Work<'_, W> {
 
     async fn indices(&mut self) {
         let cfg = &self.cfg.indices;
-        let cluster_name = crate::labels::get(&self.object, "labels", crate::labels::RAY_CLUSTER);
+        let cluster_name = labels::get(self.object(), "labels", labels::RAY_CLUSTER);
         let info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
         let (cluster, group, hosts) = match indices::plan(
-            &self.object,
+            self.object(),
             info.as_ref(),
             cfg,
             &self.cfg.opt_out_annotation,
@@ -312,7 +319,7 @@ impl<W: World> Work<'_, W> {
         };
         // The pod's own controller reference names the live cluster; the cache may still
         // hold a deleted cluster of the same name (claims owned by it would be collected).
-        let owner_uid = self.object["metadata"]["ownerReferences"]
+        let owner_uid = self.object()["metadata"]["ownerReferences"]
             .as_array()
             .into_iter()
             .flatten()
@@ -335,8 +342,8 @@ impl<W: World> Work<'_, W> {
         {
             Ok(slot) => {
                 let (object, warnings) =
-                    indices::apply(&self.object, &cluster, &group, hosts, slot, cfg);
-                self.object = object;
+                    indices::apply(self.object(), &cluster, &group, hosts, slot, cfg);
+                self.changed = Some(object);
                 self.warnings.extend(warnings);
                 if !self.req.dry_run {
                     self.count(|m| &m.created, "IndexClaim");
@@ -353,7 +360,7 @@ impl<W: World> Work<'_, W> {
         let cfg = &self.cfg.pod_groups;
         let queue = self.world.namespace_queue(&self.namespace);
         let plan = pod_group::plan(
-            &self.object,
+            self.object(),
             &self.namespace,
             &self.req.uid,
             queue.as_deref(),
@@ -432,7 +439,7 @@ impl<W: World> Work<'_, W> {
         }
         self.warnings
             .push(format!("rayshare: in Volcano PodGroup {}", group.name));
-        self.object = group.pod;
+        self.changed = Some(group.pod);
         self.ensured.push(group.group);
     }
 }
@@ -445,34 +452,6 @@ impl Admission {
             outcome,
             object: None,
             ensured: vec![],
-        }
-    }
-}
-
-/// A cheap look before any copying: could a feature change this object at all? Most
-/// objects that reach the webhook cannot (`matchConditions` filter the rest earlier).
-fn needs_work(kind: &str, object: &Value, cfg: &Config) -> bool {
-    let label = |k| labels::get(object, "labels", k);
-    let annotated = |k| labels::get(object, "annotations", k).is_some();
-    match kind {
-        "RayJob" => {
-            let spec = &object["spec"];
-            !spec["rayClusterSpec"].is_null() && spec["clusterSelector"].is_null()
-                || !spec.is_object()
-        }
-        _ => {
-            let scheduler = object["spec"]["schedulerName"].as_str().unwrap_or("");
-            let grouped = cfg.pod_groups.enabled
-                && cfg
-                    .pod_groups
-                    .scheduler_names
-                    .iter()
-                    .any(|s| s == scheduler)
-                && !annotated(labels::GROUP_NAME);
-            let indexed = cfg.indices.enabled
-                && label(labels::RAY_NODE_TYPE) == Some("worker")
-                && label(labels::REPLICA_INDEX).is_none();
-            grouped || indexed || !object["spec"].is_object()
         }
     }
 }
@@ -495,22 +474,33 @@ pub async fn admit<W: World>(
     else {
         return Admission::untouched(Outcome::Ignored);
     };
-    let Some(original) = req.object.as_ref().filter(|o| o.is_object()) else {
+    let no_object = || {
         if let Some(m) = metrics {
             m.error("no_object");
         }
-        return Admission {
+        Admission {
             verdict: Verdict::allow(vec![
                 "rayshare: request carried no object; left unchanged".into(),
             ]),
             outcome: Outcome::Failed("no_object"),
             object: None,
             ensured: vec![],
-        };
+        }
     };
-    if !needs_work(kind, original, cfg) {
-        return Admission::untouched(Outcome::Unchanged);
+    let Some(raw) = req.object.as_deref() else {
+        return no_object();
+    };
+    let head = Head::parse(raw);
+    if let Some(head) = &head {
+        let namespace = head.namespace(&req.namespace);
+        if !triage::needs_work(kind, head, namespace, cfg, world) {
+            return Admission::untouched(Outcome::Unchanged);
+        }
     }
+    let original: Value = match serde_json::from_str(raw.get()) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return no_object(),
+    };
     let namespace = Some(req.namespace.as_str())
         .filter(|n| !n.is_empty())
         .or(original["metadata"]["namespace"].as_str())
@@ -522,7 +512,8 @@ pub async fn admit<W: World>(
         world,
         metrics,
         namespace,
-        object: original.clone(),
+        original: &original,
+        changed: None,
         warnings: vec![],
         ensured: vec![],
         failure: None,
@@ -540,7 +531,7 @@ pub async fn admit<W: World>(
         }
     }
     let Work {
-        object,
+        changed,
         warnings,
         ensured,
         failure,
@@ -550,26 +541,30 @@ pub async fn admit<W: World>(
         return Admission {
             verdict: Verdict::deny(warnings.join("; "), warnings),
             outcome: Outcome::Denied(cause),
-            object: Some(original.clone()),
+            object: Some(original),
             ensured,
         };
     }
-    let patch = json_patch::diff(original, &object);
-    let mutated = !patch.0.is_empty();
-    if mutated && let Some(m) = metrics {
+    let patch = changed
+        .as_ref()
+        .map(|object| json_patch::diff(&original, object))
+        .filter(|p| !p.0.is_empty());
+    if patch.is_some()
+        && let Some(m) = metrics
+    {
         m.patches.get_or_create(&KindLabel { kind }).inc();
     }
-    let outcome = match (failure, mutated) {
+    let outcome = match (failure, &patch) {
         (Some((cause, _)), _) => Outcome::Failed(cause),
-        (None, true) => Outcome::Mutated,
-        (None, false) => Outcome::Unchanged,
+        (None, Some(_)) => Outcome::Mutated,
+        (None, None) => Outcome::Unchanged,
     };
     let mut verdict = Verdict::allow(warnings);
-    verdict.patch = mutated.then_some(patch);
+    verdict.patch = patch;
     Admission {
         verdict,
         outcome,
-        object: Some(object),
+        object: Some(changed.unwrap_or(original)),
         ensured,
     }
 }

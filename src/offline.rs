@@ -55,9 +55,9 @@ fn request_for(object: &Value, namespace: &str, index: usize) -> Result<Admissio
         name: object["metadata"]["name"].as_str().unwrap_or("").into(),
         namespace: namespace.into(),
         operation: "CREATE".into(),
-        object: Some(object),
         ..AdmissionRequest::default()
-    })
+    }
+    .with_object(&object))
 }
 
 /// Runs each document through `mutate::admit`, in order, against one in-memory world
@@ -77,7 +77,10 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
             .map(|p| json!(p))
             .unwrap_or(json!([]));
         results.push(Mutated {
-            object: admission.object.or(request.object).unwrap_or(Value::Null),
+            object: admission
+                .object
+                .or_else(|| request.object_value())
+                .unwrap_or(Value::Null),
             patch,
             creates: if creates.len() > before {
                 admission.ensured

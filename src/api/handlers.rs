@@ -1,7 +1,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Version, header};
@@ -120,8 +119,6 @@ pub async fn mutate<W: World>(
         name = %request.name,
         operation = %request.operation,
         dry_run = request.dry_run,
-        outcome = tracing::field::Empty,
-        duration_us = tracing::field::Empty,
     );
     metrics.in_flight.inc();
     let admit = mutate::admit(&request, &state.config, state.world.as_ref(), Some(metrics));
@@ -159,16 +156,23 @@ pub async fn mutate<W: World>(
             outcome: admission.outcome.as_str(),
         })
         .inc();
-    span.record("outcome", admission.outcome.as_str());
-    span.record("duration_us", elapsed.as_micros() as u64);
     // One line per request that changed something or went wrong; the rest at debug, so
-    // a busy webhook's log is about what it did.
+    // a busy webhook's log is about what it did. Outcome and duration go on the line,
+    // not the span: recording into a span re-renders all its fields.
+    let (outcome, duration_us) = (admission.outcome.as_str(), elapsed.as_micros() as u64);
+    let warnings = &admission.verdict.warnings;
     span.in_scope(|| match admission.outcome {
-        Outcome::Ignored | Outcome::Unchanged => tracing::debug!("admitted"),
-        Outcome::Failed(cause) | Outcome::Denied(cause) => {
-            tracing::warn!(cause, warnings = ?admission.verdict.warnings, "admitted")
+        Outcome::Ignored | Outcome::Unchanged => {
+            tracing::debug!(outcome, duration_us, "admitted")
         }
-        Outcome::Mutated => tracing::info!(warnings = ?admission.verdict.warnings, "admitted"),
+        Outcome::Failed(cause) | Outcome::Denied(cause) => {
+            tracing::warn!(outcome, duration_us, cause, ?warnings, "admitted")
+        }
+        Outcome::Mutated => tracing::info!(outcome, duration_us, ?warnings, "admitted"),
     });
-    Json(admission.verdict.review(&request.uid)).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        admission.verdict.review_bytes(&request.uid),
+    )
+        .into_response()
 }
