@@ -2,13 +2,16 @@
 //!
 //! Hand-written rather than kube's `DynamicObject`-based types: the mutations work on plain
 //! `serde_json::Value`s and a review must never fail to parse because of an odd object.
-//! The object stays raw JSON until a mutation needs it: most objects need none, and
-//! building a tree of a whole pod was the largest cost of a request (see README).
+//! The review is read in one pass that builds only what triage needs of the object (see
+//! `triage`); the object is parsed in full later, only when a mutation needs it. Most
+//! objects need none, and building a tree of a whole pod was the largest cost of a
+//! request (see README, Benchmarks).
 
 use data_encoding::BASE64;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
+
+use crate::triage::Head;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -18,7 +21,7 @@ pub struct AdmissionReview {
     pub request: Option<AdmissionRequest>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionRequest {
     pub uid: String,
@@ -32,21 +35,37 @@ pub struct AdmissionRequest {
     pub operation: String,
     #[serde(default)]
     pub dry_run: bool,
-    /// Unparsed; see [`AdmissionRequest::object_value`] and `mutate::triage`.
-    #[serde(default)]
-    pub object: Option<Box<RawValue>>,
+    /// What triage reads of `object`; `None` when there is none (or it is `null`).
+    #[serde(default, rename = "object")]
+    pub head: Option<Head>,
+    /// The review as received, for [`AdmissionRequest::object_value`].
+    #[serde(skip)]
+    pub(crate) body: bytes::Bytes,
 }
 
 impl AdmissionRequest {
     /// A request carrying `object` (for `rayshare mutate` and tests).
     pub fn with_object(mut self, object: &Value) -> Self {
-        self.object = serde_json::value::to_raw_value(object).ok();
+        self.head = Head::deserialize(object).ok();
+        self.body = serde_json::to_vec(&serde_json::json!({ "request": { "object": object } }))
+            .expect("a Value always serialises")
+            .into();
         self
     }
 
-    /// The object as a tree; `None` when absent (or `null`).
+    /// The object, parsed in full; `None` when there is none (or it is `null`).
     pub fn object_value(&self) -> Option<Value> {
-        serde_json::from_str(self.object.as_ref()?.get()).ok()
+        #[derive(Deserialize)]
+        struct Review {
+            request: Request,
+        }
+        #[derive(Deserialize)]
+        struct Request {
+            #[serde(default)]
+            object: Option<Value>,
+        }
+        let review: Review = serde_json::from_slice(&self.body).ok()?;
+        review.request.object
     }
 }
 
@@ -83,22 +102,25 @@ impl ReviewError {
 }
 
 /// Parses a review body; every failure says what is wrong.
-pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+pub fn parse_review(body: impl Into<bytes::Bytes>) -> Result<AdmissionRequest, ReviewError> {
+    let body = body.into();
     // One pass straight into the typed review (this is the hot path).
-    let review: AdmissionReview = serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
-        _ => ReviewError::NotJson(e.to_string()),
-    })?;
+    let review: AdmissionReview =
+        serde_json::from_slice(&body).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
+            _ => ReviewError::NotJson(e.to_string()),
+        })?;
     let (kind, api_version) = (review.kind.as_deref(), review.api_version.as_deref());
     if kind != Some("AdmissionReview") || api_version != Some("admission.k8s.io/v1") {
         return Err(ReviewError::NotReview(format!(
             "apiVersion {api_version:?}, kind {kind:?}"
         )));
     }
-    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    let mut request = review.request.ok_or(ReviewError::NoRequest)?;
     if request.uid.is_empty() {
         return Err(ReviewError::NoUid);
     }
+    request.body = body;
     Ok(request)
 }
 
@@ -214,7 +236,7 @@ mod tests {
     #[case(review(json!({"uid":"", "kind":{"version":"v1","kind":"Pod"}, "operation":"CREATE"})), "no_uid")]
     #[case(review(json!({"uid":"u", "operation":"CREATE"})), "not_review")]
     fn bad_reviews_say_why(#[case] body: Vec<u8>, #[case] cause: &str) {
-        assert_eq!(parse_review(&body).unwrap_err().cause(), cause);
+        assert_eq!(parse_review(body).unwrap_err().cause(), cause);
     }
 
     #[test]
@@ -224,7 +246,7 @@ mod tests {
             "operation": "CREATE", "namespace": "ns", "dryRun": true,
             "object": {"metadata": {"generateName": "p-"}}
         }));
-        let r = parse_review(&body).unwrap();
+        let r = parse_review(body).unwrap();
         assert_eq!(r.uid, "abc");
         assert!(r.dry_run);
         assert_eq!(r.name, "");
@@ -242,7 +264,7 @@ mod tests {
             "uid": "u", "kind": {"version":"v1","kind":"Pod"}, "operation": "CREATE",
             "object": object,
         }));
-        assert_eq!(parse_review(&body).unwrap().object_value(), expected);
+        assert_eq!(parse_review(body).unwrap().object_value(), expected);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::metrics::{KindLabel, Metrics};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::shared_cluster::{self, Rewrite};
-use crate::triage::{self, Head};
+use crate::triage;
 use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
 use crate::{indices, labels, pod_group, reclaim};
 
@@ -463,43 +463,70 @@ pub async fn admit<W: World>(
     world: &W,
     metrics: Option<&Metrics>,
 ) -> Admission {
+    match settled(req, cfg, world, metrics) {
+        Some(admission) => admission,
+        None => work(req, cfg, world, metrics).await,
+    }
+}
+
+/// Which feature handles this kind of request, if any.
+fn target(req: &AdmissionRequest, cfg: &Config) -> Option<&'static str> {
     let gvk = &req.kind;
-    let target = match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
-        ("ray.io", "v1", "RayJob") if cfg.shared_clusters.enabled => Some("RayJob"),
-        ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => Some("Pod"),
-        _ => None,
+    let kind = match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
+        ("ray.io", "v1", "RayJob") if cfg.shared_clusters.enabled => "RayJob",
+        ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => "Pod",
+        _ => return None,
     };
-    let (Some(kind), "CREATE", None) =
-        (target, req.operation.as_str(), req.sub_resource.as_deref())
-    else {
+    (req.operation == "CREATE" && req.sub_resource.is_none()).then_some(kind)
+}
+
+fn no_object(metrics: Option<&Metrics>) -> Admission {
+    if let Some(m) = metrics {
+        m.error("no_object");
+    }
+    Admission {
+        verdict: Verdict::allow(vec![
+            "rayshare: request carried no object; left unchanged".into(),
+        ]),
+        outcome: Outcome::Failed("no_object"),
+        object: None,
+        ensured: vec![],
+    }
+}
+
+/// The answer to a request that needs no work (most of them): a kind or operation
+/// rayshare does not handle, no object, or one triage clears. Synchronous and cheap;
+/// `None` means [`work`] must look closer.
+pub fn settled<W: World>(
+    req: &AdmissionRequest,
+    cfg: &Config,
+    world: &W,
+    metrics: Option<&Metrics>,
+) -> Option<Admission> {
+    let Some(kind) = target(req, cfg) else {
+        return Some(Admission::untouched(Outcome::Ignored));
+    };
+    let Some(head) = &req.head else {
+        return Some(no_object(metrics));
+    };
+    let namespace = head.namespace(&req.namespace);
+    (!triage::needs_work(kind, head, namespace, cfg, world))
+        .then(|| Admission::untouched(Outcome::Unchanged))
+}
+
+/// Runs the features on a request [`settled`] did not answer.
+pub async fn work<W: World>(
+    req: &AdmissionRequest,
+    cfg: &Config,
+    world: &W,
+    metrics: Option<&Metrics>,
+) -> Admission {
+    let Some(kind) = target(req, cfg) else {
         return Admission::untouched(Outcome::Ignored);
     };
-    let no_object = || {
-        if let Some(m) = metrics {
-            m.error("no_object");
-        }
-        Admission {
-            verdict: Verdict::allow(vec![
-                "rayshare: request carried no object; left unchanged".into(),
-            ]),
-            outcome: Outcome::Failed("no_object"),
-            object: None,
-            ensured: vec![],
-        }
-    };
-    let Some(raw) = req.object.as_deref() else {
-        return no_object();
-    };
-    let head = Head::parse(raw);
-    if let Some(head) = &head {
-        let namespace = head.namespace(&req.namespace);
-        if !triage::needs_work(kind, head, namespace, cfg, world) {
-            return Admission::untouched(Outcome::Unchanged);
-        }
-    }
-    let original: Value = match serde_json::from_str(raw.get()) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => return no_object(),
+    let original = match req.object_value() {
+        Some(v @ Value::Object(_)) => v,
+        _ => return no_object(metrics),
     };
     let namespace = Some(req.namespace.as_str())
         .filter(|n| !n.is_empty())

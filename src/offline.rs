@@ -33,7 +33,7 @@ pub fn documents(text: &str) -> Result<Vec<Value>, String> {
 fn request_for(object: &Value, namespace: &str, index: usize) -> Result<AdmissionRequest, String> {
     if object["kind"] == "AdmissionReview" {
         let bytes = serde_json::to_vec(object).map_err(|e| e.to_string())?;
-        return admission::parse_review(&bytes).map_err(|e| e.to_string());
+        return admission::parse_review(bytes).map_err(|e| e.to_string());
     }
     let api_version = object["apiVersion"]
         .as_str()

@@ -5,60 +5,201 @@
 //! from the raw JSON, skipping the rest without building it, so that an object left
 //! unchanged costs a scan of its bytes rather than a tree of them.
 
+use std::fmt;
+use std::marker::PhantomData;
+
 use serde::Deserialize;
-use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::world::World;
 use crate::{indices, labels};
 
-/// What triage reads of an object.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+/// What triage reads of an object, in the same pass that parses the review.
+///
+/// It deserialises from any JSON: an object of odd shape (not a map, metadata or spec
+/// not maps) yields a head that says so rather than an error, so a review always
+/// parses and the full path explains the oddity in a warning.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Head {
-    metadata: HeadMeta,
-    /// `None` when missing: such an object gets the full (warning) treatment.
-    spec: Option<HeadSpec>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct HeadMeta {
+    odd: bool,
     namespace: Option<String>,
     labels: Value,
     annotations: Value,
+    /// `None` when missing.
+    spec: Option<HeadSpec>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct HeadSpec {
-    scheduler_name: Option<String>,
-    ray_cluster_spec: Option<IgnoredAny>,
-    cluster_selector: Option<IgnoredAny>,
+    scheduler_name: Value,
+    /// Present and not null.
+    ray_cluster_spec: bool,
+    cluster_selector: bool,
 }
 
 impl Head {
-    /// `None` when the object's shape is odd (the full path then says what is wrong).
-    pub fn parse(raw: &RawValue) -> Option<Self> {
-        serde_json::from_str(raw.get()).ok()
-    }
-
     /// The object's namespace, as the request names it or else as the object does.
     pub fn namespace<'a>(&'a self, requested: &'a str) -> &'a str {
         Some(requested)
             .filter(|n| !n.is_empty())
-            .or(self.metadata.namespace.as_deref())
+            .or(self.namespace.as_deref())
             .unwrap_or("default")
     }
 
     /// Labels and annotations as an object of their own, for the planners that read
     /// only those.
     fn metadata_only(&self) -> Value {
-        json!({ "metadata": {
-            "labels": self.metadata.labels, "annotations": self.metadata.annotations,
-        }})
+        json!({ "metadata": { "labels": self.labels, "annotations": self.annotations } })
+    }
+}
+
+/// The fields of one kind of JSON map that triage reads.
+trait Fields: Sized {
+    fn visit<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+}
+
+/// A map's fields, or `None` (consumed and dropped) for any other JSON value.
+struct MapOr<F>(Option<F>);
+
+impl<'de, F: Fields> Deserialize<'de> for MapOr<F> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<F>(PhantomData<F>);
+        impl<'de, F: Fields> Visitor<'de> for V<F> {
+            type Value = MapOr<F>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                F::visit(map).map(|f| MapOr(Some(f)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MapOr(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MapOr(None))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// Field names as borrowed identifiers: no allocation per key.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum Key {
+    Metadata,
+    Spec,
+    Namespace,
+    Labels,
+    Annotations,
+    SchedulerName,
+    RayClusterSpec,
+    ClusterSelector,
+    #[serde(other)]
+    Other,
+}
+
+/// Metadata fields triage reads.
+#[derive(Default)]
+struct Meta {
+    namespace: Option<String>,
+    labels: Value,
+    annotations: Value,
+}
+
+// In all three: later duplicates of a key win, as they do in a `serde_json::Value`.
+impl Fields for Head {
+    fn visit<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut head = Head::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Metadata => {
+                    let MapOr(meta) = map.next_value::<MapOr<Meta>>()?;
+                    head.odd |= meta.is_none();
+                    let meta = meta.unwrap_or_default();
+                    head.namespace = meta.namespace;
+                    head.labels = meta.labels;
+                    head.annotations = meta.annotations;
+                }
+                Key::Spec => {
+                    let MapOr(spec) = map.next_value::<MapOr<HeadSpec>>()?;
+                    head.odd |= spec.is_none();
+                    head.spec = spec;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(head)
+    }
+}
+
+impl Fields for Meta {
+    fn visit<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut meta = Meta::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Namespace => {
+                    meta.namespace = map.next_value::<Value>()?.as_str().map(Into::into)
+                }
+                Key::Labels => meta.labels = map.next_value()?,
+                Key::Annotations => meta.annotations = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+impl Fields for HeadSpec {
+    fn visit<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+        let mut spec = HeadSpec::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::SchedulerName => spec.scheduler_name = map.next_value()?,
+                Key::RayClusterSpec => {
+                    spec.ray_cluster_spec = map.next_value::<Option<IgnoredAny>>()?.is_some()
+                }
+                Key::ClusterSelector => {
+                    spec.cluster_selector = map.next_value::<Option<IgnoredAny>>()?.is_some()
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl<'de> Deserialize<'de> for Head {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let MapOr(head) = MapOr::<Head>::deserialize(d)?;
+        Ok(head.unwrap_or(Head {
+            odd: true,
+            ..Head::default()
+        }))
     }
 }
 
@@ -70,21 +211,20 @@ pub fn needs_work<W: World>(
     cfg: &Config,
     world: &W,
 ) -> bool {
-    let Some(spec) = &head.spec else {
+    let Some(spec) = head.spec.as_ref().filter(|_| !head.odd) else {
         return true;
     };
-    let meta = &head.metadata;
     match kind {
-        "RayJob" => spec.ray_cluster_spec.is_some() && spec.cluster_selector.is_none(),
+        "RayJob" => spec.ray_cluster_spec && !spec.cluster_selector,
         _ => {
-            let scheduler = spec.scheduler_name.as_deref().unwrap_or("");
+            let scheduler = spec.scheduler_name.as_str().unwrap_or("");
             let grouped = cfg.pod_groups.enabled
                 && cfg
                     .pod_groups
                     .scheduler_names
                     .iter()
                     .any(|s| s == scheduler)
-                && meta.annotations.get(labels::GROUP_NAME).is_none();
+                && head.annotations.get(labels::GROUP_NAME).is_none();
             grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, world)
         }
     }
@@ -93,7 +233,7 @@ pub fn needs_work<W: World>(
 /// What `indices::plan` makes of the pod, on what the cache knows (only a worker pod
 /// costs a lookup).
 fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W) -> bool {
-    let label = |k| head.metadata.labels.get(k).and_then(Value::as_str);
+    let label = |k| head.labels.get(k).and_then(Value::as_str);
     if label(labels::RAY_NODE_TYPE) != Some("worker") {
         return false;
     }
@@ -109,8 +249,9 @@ mod tests {
     use crate::world::MemoryWorld;
     use rstest::rstest;
 
-    fn head(object: Value) -> Option<Head> {
-        Head::parse(&serde_json::value::to_raw_value(&object).unwrap())
+    fn head(object: Value) -> Head {
+        // As in a review: parsed from text.
+        serde_json::from_str(&object.to_string()).expect("any JSON parses")
     }
 
     fn worker(group: &str, extra_labels: Value) -> Value {
@@ -153,21 +294,63 @@ mod tests {
     #[case::rayjob_null_spec("RayJob", json!({"spec": {"rayClusterSpec": null}}), false)]
     fn triage(#[case] kind: &str, #[case] object: Value, #[case] expected: bool) {
         let cfg = Config::default();
-        let head = head(object).expect("parses");
+        let head = head(object);
         assert_eq!(needs_work(kind, &head, "ns", &cfg, &world()), expected);
     }
 
     #[rstest]
     #[case::metadata_string(json!({"metadata": "odd", "spec": {}}))]
+    #[case::metadata_list(json!({"metadata": [{"labels": {}}], "spec": {}}))]
     #[case::spec_string(json!({"spec": "odd"}))]
-    #[case::scheduler_number(json!({"spec": {"schedulerName": 7}}))]
+    #[case::spec_null(json!({"spec": null}))]
+    #[case::object_list(json!([1, {"a": [2]}]))]
+    #[case::object_string(json!("pod"))]
+    #[case::object_number(json!(-1.5))]
+    #[case::object_bool(json!(true))]
     fn odd_shapes_go_the_full_way(#[case] object: Value) {
-        assert!(head(object).is_none());
+        let cfg = Config::default();
+        for kind in ["Pod", "RayJob"] {
+            assert!(needs_work(
+                kind,
+                &head(object.clone()),
+                "ns",
+                &cfg,
+                &world()
+            ));
+        }
+    }
+
+    #[test]
+    fn odd_leaves_are_values() {
+        let h = head(
+            json!({"metadata": {"namespace": 7, "labels": "x", "name": {"a": 1}},
+            "spec": {"schedulerName": 7, "rayClusterSpec": null, "x": [1, [2, {"y": null}]]}}),
+        );
+        assert!(!h.odd);
+        assert_eq!(h.namespace(""), "default");
+        assert_eq!(h.labels, json!("x"));
+        assert!(!needs_work("Pod", &h, "ns", &Config::default(), &world()));
+        assert!(!needs_work(
+            "RayJob",
+            &h,
+            "ns",
+            &Config::default(),
+            &world()
+        ));
+    }
+
+    #[test]
+    fn later_duplicates_win() {
+        let h: Head = serde_json::from_str(
+            r#"{"metadata": {"labels": {"a": "1"}, "labels": {"b": "2"}}, "spec": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(h.labels, json!({"b": "2"}));
     }
 
     #[test]
     fn namespace_from_request_then_object() {
-        let h = head(json!({"metadata": {"namespace": "obj"}, "spec": {}})).unwrap();
+        let h = head(json!({"metadata": {"namespace": "obj"}, "spec": {}}));
         assert_eq!(h.namespace("req"), "req");
         assert_eq!(h.namespace(""), "obj");
         assert_eq!(Head::default().namespace(""), "default");

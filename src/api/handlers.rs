@@ -77,6 +77,19 @@ async fn read_body<W>(
         .map_err(|_| ApiError::BodyTimeout)?
 }
 
+fn panicked(span: &tracing::Span, metrics: &crate::metrics::Metrics) -> mutate::Admission {
+    span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
+    metrics.error("panic");
+    mutate::Admission {
+        verdict: crate::admission::Verdict::allow(vec![
+            "rayshare: internal error; left unchanged".into(),
+        ]),
+        outcome: Outcome::Failed("panic"),
+        object: None,
+        ensured: vec![],
+    }
+}
+
 pub async fn mutate<W: World>(
     State(state): State<Arc<AppState<W>>>,
     version: Version,
@@ -86,7 +99,7 @@ pub async fn mutate<W: World>(
     let started = Instant::now();
     let metrics = &state.metrics;
     let request = match read_body(&state, &headers, body).await {
-        Ok(bytes) => admission::parse_review(&bytes).map_err(ApiError::from),
+        Ok(bytes) => admission::parse_review(bytes).map_err(ApiError::from),
         Err(e) => Err(e),
     };
     let request = match request {
@@ -111,36 +124,39 @@ pub async fn mutate<W: World>(
             return response;
         }
     };
-    let span = tracing::info_span!(
-        "admission",
-        uid = %request.uid,
-        kind = %request.kind.kind,
-        namespace = %request.namespace,
-        name = %request.name,
-        operation = %request.operation,
-        dry_run = request.dry_run,
-    );
     metrics.in_flight.inc();
-    let admit = mutate::admit(&request, &state.config, state.world.as_ref(), Some(metrics));
+    let (config, world) = (&state.config, state.world.as_ref());
     // A bug must not turn into a failed admission (or, with failurePolicy Fail, a denial).
-    let admission = match AssertUnwindSafe(admit)
-        .catch_unwind()
-        .instrument(span.clone())
-        .await
-    {
-        Ok(admission) => admission,
-        Err(_) => {
-            span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
-            metrics.error("panic");
-            mutate::Admission {
-                verdict: crate::admission::Verdict::allow(vec![
-                    "rayshare: internal error; left unchanged".into(),
-                ]),
-                outcome: Outcome::Failed("panic"),
-                object: None,
-                ensured: vec![],
+    let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        mutate::settled(&request, config, world, Some(metrics))
+    }));
+    // Only requests that get work have a span: creating one costs more than triage.
+    let span = match settled {
+        Ok(Some(_)) => tracing::Span::none(),
+        _ => tracing::info_span!(
+            "admission",
+            uid = %request.uid,
+            kind = %request.kind.kind,
+            namespace = %request.namespace,
+            name = %request.name,
+            operation = %request.operation,
+            dry_run = request.dry_run,
+        ),
+    };
+    let admission = match settled {
+        Ok(Some(admission)) => admission,
+        Ok(None) => {
+            let work = mutate::work(&request, config, world, Some(metrics));
+            match AssertUnwindSafe(work)
+                .catch_unwind()
+                .instrument(span.clone())
+                .await
+            {
+                Ok(admission) => admission,
+                Err(_) => panicked(&span, metrics),
             }
         }
+        Err(_) => panicked(&span, metrics),
     };
     metrics.in_flight.dec();
     let elapsed = started.elapsed();
