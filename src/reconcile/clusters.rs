@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 
-use super::{list_all, list_metadata};
+use super::{for_each_page, list_metadata};
 use crate::config::Config;
 use crate::kube_world::{ray_cluster_resource, ray_job_resource};
 use crate::labels;
@@ -41,15 +41,10 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
     let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
     let mut usage: HashMap<(String, String), Usage> = HashMap::new();
     let job_params = ListParams::default().labels(labels::JOB_CLUSTER);
-    for job in list_all(job_params, |p| {
-        let jobs = &jobs;
-        async move { jobs.list(&p).await }
-    })
-    .await?
-    {
+    let count = |job: DynamicObject| {
         let job = serde_json::to_value(job).unwrap_or_default();
         let Some(cluster) = job["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str() else {
-            continue;
+            return;
         };
         let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();
         let u = usage
@@ -61,7 +56,9 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
         } else {
             u.active += 1;
         }
-    }
+    };
+    let jobs = &jobs;
+    for_each_page(job_params, |p| async move { jobs.list(&p).await }, count).await?;
 
     let now = Timestamp::now();
     let mut states: HashMap<&'static str, i64> = HashMap::new();

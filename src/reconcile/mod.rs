@@ -26,23 +26,41 @@ pub struct Election {
     pub lease: Duration,
 }
 
-/// Lists in pages of 500, so a large cluster is never fetched in one response.
-pub async fn list_all<T, F, Fut>(params: ListParams, mut page: F) -> Result<Vec<T>, kube::Error>
+/// Lists in pages of 500, handing each item to `each` as its page arrives, so a large
+/// cluster is never fetched (or held) in one piece.
+pub async fn for_each_page<T, F, Fut>(
+    params: ListParams,
+    mut page: F,
+    mut each: impl FnMut(T),
+) -> Result<(), kube::Error>
+where
+    F: FnMut(ListParams) -> Fut,
+    Fut: Future<Output = Result<kube::core::ObjectList<T>, kube::Error>>,
+    T: Clone,
+{
+    let mut params = params.limit(500);
+    loop {
+        let list = page(params.clone()).await?;
+        list.items.into_iter().for_each(&mut each);
+        match list.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+        // Long passes share the runtime with admission.
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Every item, collected (for lists that stay small: rayshare's own objects).
+pub async fn list_all<T, F, Fut>(params: ListParams, page: F) -> Result<Vec<T>, kube::Error>
 where
     F: FnMut(ListParams) -> Fut,
     Fut: Future<Output = Result<kube::core::ObjectList<T>, kube::Error>>,
     T: Clone,
 {
     let mut items = Vec::new();
-    let mut params = params.limit(500);
-    loop {
-        let list = page(params.clone()).await?;
-        items.extend(list.items);
-        match list.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(items),
-        }
-    }
+    for_each_page(params, page, |item| items.push(item)).await?;
+    Ok(items)
 }
 
 /// All objects' metadata matching `params`, page by page.

@@ -1,7 +1,7 @@
 //! Deletes rayshare's PodGroups whose pod never appeared or is gone, and that have no
 //! owner to take them away (Volcano issue 4195: orphaned groups hold queue capacity).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -10,11 +10,14 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
 
-use super::{age, delete_exact, list_metadata, since};
+use super::{age, delete_exact, for_each_page, list_metadata, since};
 use crate::config::PodGroups;
 use crate::kube_world::pod_group_resource;
 use crate::labels;
 use crate::metrics::Metrics;
+
+/// Beyond this many namespaces with candidates, one cluster-wide list is cheaper.
+const MAX_NAMESPACED_LISTS: usize = 20;
 
 pub async fn pass(client: &Client, cfg: &PodGroups, metrics: &Metrics) {
     if let Err(e) = try_pass(client, cfg, metrics).await {
@@ -43,21 +46,33 @@ async fn try_pass(client: &Client, cfg: &PodGroups, metrics: &Metrics) -> Result
     if candidates.is_empty() {
         return Ok(());
     }
-    // (namespace, group) of every pod that names a group.
-    let pods: Api<Pod> = Api::all(client.clone());
-    let in_use: HashSet<(String, String)> = list_metadata(&pods, ListParams::default())
-        .await?
-        .into_iter()
-        .filter_map(|p| {
-            let group = p
-                .metadata
-                .annotations
-                .as_ref()?
-                .get(labels::GROUP_NAME)?
-                .clone();
-            Some((p.metadata.namespace?, group))
-        })
+    // (namespace, group) of every pod that names a group, in the candidates' namespaces
+    // only (or the whole cluster, when they are spread over many).
+    let namespaces: BTreeSet<&str> = candidates
+        .iter()
+        .filter_map(|g| g.metadata.namespace.as_deref())
         .collect();
+    let scopes: Vec<Api<Pod>> = if namespaces.len() > MAX_NAMESPACED_LISTS {
+        vec![Api::all(client.clone())]
+    } else {
+        namespaces
+            .iter()
+            .map(|ns| Api::namespaced(client.clone(), ns))
+            .collect()
+    };
+    let mut in_use: HashSet<(String, String)> = HashSet::new();
+    for pods in &scopes {
+        let note = |p: PartialObjectMeta<Pod>| {
+            let meta = p.metadata;
+            if let (Some(ns), Some(mut annotations)) = (meta.namespace, meta.annotations)
+                && let Some(group) = annotations.remove(labels::GROUP_NAME)
+            {
+                in_use.insert((ns, group));
+            }
+        };
+        let page = |p: ListParams| async move { pods.list_metadata(&p).await };
+        for_each_page(ListParams::default(), page, note).await?;
+    }
     for group in candidates {
         let key = (
             group.metadata.namespace.clone().unwrap_or_default(),
