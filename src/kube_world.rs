@@ -205,15 +205,21 @@ async fn bounded<T>(
 }
 
 impl KubeWorld {
-    /// Starts the caches the enabled features need; `health.caches_synced` flips once
-    /// they have all listed.
-    pub fn start(client: Client, config: &Config, health: Arc<Health>) -> Arc<Self> {
+    /// Starts the caches the enabled features need (watched with `watch_client`, on the
+    /// runtime this is called in); `health.caches_synced` flips once they have all listed.
+    /// `client` makes admission's own calls.
+    pub fn start(
+        client: Client,
+        watch_client: Client,
+        config: &Config,
+        health: Arc<Health>,
+    ) -> Arc<Self> {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
         let need_namespaces = config.pod_groups.enabled;
 
         let clusters = need_clusters.then(|| {
             let ar = ray_cluster_resource();
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
             let stream = watcher(api, watcher::Config::default().any_semantic())
@@ -237,7 +243,7 @@ impl KubeWorld {
             reader
         });
         let namespaces = need_namespaces.then(|| {
-            let api: Api<Namespace> = Api::all(client.clone());
+            let api: Api<Namespace> = Api::all(watch_client.clone());
             let (reader, writer) = reflector::store();
             let stream = watcher(api, watcher::Config::default().any_semantic())
                 .default_backoff()
@@ -254,7 +260,8 @@ impl KubeWorld {
             && config.shared_clusters.max_jobs_per_cluster > 0)
             .then(|| {
                 let index = Arc::new(JobIndex::default());
-                let api: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
+                let api: Api<DynamicObject> =
+                    Api::all_with(watch_client.clone(), &ray_job_resource());
                 let selector = watcher::Config::default()
                     .labels(labels::JOB_CLUSTER)
                     .any_semantic();

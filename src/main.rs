@@ -26,7 +26,20 @@ fn main() -> ExitCode {
         .build()
         .expect("building the tokio runtime");
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve(*args)),
+        Command::Serve(args) => {
+            // Watches and reconcilers run on their own thread: a reconciler decoding a
+            // page of 500 objects must not hold up admission requests queued behind it
+            // on the same worker (the kernel preempts a thread; a task it cannot).
+            let background = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("rayshare-background")
+                .enable_all()
+                .build()
+                .expect("building the background runtime");
+            let code = runtime.block_on(serve(*args, background.handle().clone()));
+            background.shutdown_background();
+            code
+        }
         Command::Mutate(args) => runtime.block_on(mutate(args)),
         Command::Certs(args) => make_certs(args),
     }
@@ -37,7 +50,12 @@ fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn kube_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
+/// Two clients of one config: one for admission's calls, one (with its connections and
+/// request queue on the background runtime) for watches and reconcilers.
+async fn kube_clients(
+    args: &ServeArgs,
+    background: &tokio::runtime::Handle,
+) -> anyhow::Result<(kube::Client, kube::Client)> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
@@ -45,10 +63,12 @@ async fn kube_client(args: &ServeArgs) -> anyhow::Result<kube::Client> {
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(config)?)
+    let admission = kube::Client::try_from(config.clone())?;
+    let _on = background.enter();
+    Ok((admission, kube::Client::try_from(config)?))
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
+async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode {
     let _log_guard = match logging::init(&args.log) {
         Ok(guard) => guard,
         Err(e) => return fail(e, 2),
@@ -66,7 +86,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(format!("serving certificate: {e}"), 1),
     };
-    let client = match kube_client(&args).await {
+    let (client, background_client) = match kube_clients(&args, &background).await {
         Ok(c) => c,
         Err(e) => return fail(format!("Kubernetes client: {e}"), 1),
     };
@@ -77,13 +97,14 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let health = Arc::new(Health::default());
     let metrics = Arc::new(Metrics::default());
-    let world = KubeWorld::start(client.clone(), &config, health.clone());
+    let _on = background.enter();
+    let world = KubeWorld::start(client, background_client.clone(), &config, health.clone());
     let identity = args
         .pod_name
         .clone()
         .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
     let reconcilers = reconcile::spawn_all(
-        client,
+        background_client,
         config.clone(),
         metrics.clone(),
         reconcile::Election {
@@ -97,6 +118,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         Duration::from_secs(args.cert_reload_seconds.max(1)),
         metrics.clone(),
     ));
+    drop(_on);
     let state = Arc::new(AppState {
         config,
         world,
