@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             let background = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .thread_name("rayshare-background")
+                .on_thread_start(lower_priority)
                 .enable_all()
                 .build()
                 .expect("building the background runtime");
@@ -42,6 +43,20 @@ fn main() -> ExitCode {
         }
         Command::Mutate(args) => runtime.block_on(mutate(args)),
         Command::Certs(args) => make_certs(args),
+    }
+}
+
+/// Background threads yield the core to admission: SCHED_BATCH (no wakeup preemption)
+/// at about nice 10. Lowering one's own priority needs no privilege.
+fn lower_priority() {
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let low = ThreadPriority::Crossplatform(25u8.try_into().expect("within 0..=99"));
+    let batch = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
+    if let Err(e) = set_thread_priority_and_policy(thread_native_id(), low, batch) {
+        tracing::warn!(error = ?e, "cannot lower the background threads' priority");
     }
 }
 
