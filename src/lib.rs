@@ -19,6 +19,7 @@ pub mod logging;
 pub mod metrics;
 pub mod mutate;
 pub mod offline;
+pub mod patch;
 pub mod pod_group;
 pub mod quantity;
 pub mod reclaim;

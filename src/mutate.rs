@@ -15,7 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::shared_cluster::{self, Rewrite};
 use crate::triage;
 use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
-use crate::{indices, labels, pod_group, reclaim};
+use crate::{indices, labels, patch, pod_group, reclaim};
 
 /// How a request ended, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,7 +574,7 @@ pub async fn work<W: World>(
     }
     let patch = changed
         .as_ref()
-        .map(|object| json_patch::diff(&original, object))
+        .map(|object| patch::diff(&original, object))
         .filter(|p| !p.0.is_empty());
     if patch.is_some()
         && let Some(m) = metrics
