@@ -35,6 +35,14 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("--floor") {
         return floor::main(&args[1..]);
     }
+    // `--report FILE`: rewrite summary.md (beside FILE) from a results.json, no runs.
+    if let Some(file) = args
+        .iter()
+        .position(|a| a == "--report")
+        .and_then(|i| args.get(i + 1))
+    {
+        return rereport(std::path::Path::new(file));
+    }
     if !args.iter().any(|a| a == "--bench") {
         eprintln!("load benchmark: skipped outside `cargo bench` (run bash tests/bench/run.sh)");
         return ExitCode::SUCCESS;
@@ -1204,6 +1212,19 @@ impl Bench {
             path.display()
         );
     }
+}
+
+fn rereport(file: &std::path::Path) -> ExitCode {
+    let text = std::fs::read_to_string(file).expect("reading results.json");
+    let mut results: Value = serde_json::from_str(&text).expect("results.json is JSON");
+    let (summary, targets) = report::summarize(&results);
+    results["targets"] = targets;
+    std::fs::write(file, serde_json::to_string_pretty(&results).expect("JSON"))
+        .expect("writing results.json");
+    let dir = file.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::write(dir.join("summary.md"), &summary).expect("writing summary.md");
+    println!("{summary}");
+    ExitCode::SUCCESS
 }
 
 /// The criterion results of `cargo bench --bench mutate`, when it ran before.

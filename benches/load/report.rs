@@ -255,30 +255,33 @@ pub fn summarize(r: &Value) -> (String, Value) {
             format!("worst pod kind: {kind}"),
         ));
     }
+    // Saturation: the worst pod kind decides; the others are named with their ratios.
+    // (RayJobs have no saturation target: their ratio is in the table above.)
     for cores in [1u64, 2] {
         for proto in PROTOS {
-            for (group, kinds) in [
-                ("Pod paths", &POD_KINDS[..]),
-                ("RayJob (cached)", &["rayjob-cached"][..]),
-            ] {
-                let (worst, kind) = kinds
-                    .iter()
-                    .map(|k| {
-                        let t = |s| num(sat(r, s, k, proto, cores), "throughput_rps");
-                        (t("rayshare") / t("floor"), *k)
-                    })
-                    .fold((f64::NAN, ""), |a, b| {
-                        if a.0.is_nan() || b.0 < a.0 { b } else { a }
-                    });
-                targets.push(target(
-                    format!("{group} saturation >= 70% of the floor's, {cores} core(s), {proto}"),
-                    worst,
-                    "ratio",
-                    0.7,
-                    false,
-                    format!("worst kind: {kind}"),
-                ));
-            }
+            let ratios: Vec<(f64, &str)> = POD_KINDS
+                .iter()
+                .map(|k| {
+                    let t = |s| num(sat(r, s, k, proto, cores), "throughput_rps");
+                    (t("rayshare") / t("floor"), *k)
+                })
+                .collect();
+            let (worst, kind) = ratios.iter().copied().fold((f64::NAN, ""), |a, b| {
+                if a.0.is_nan() || b.0 < a.0 { b } else { a }
+            });
+            let others: Vec<String> = ratios
+                .iter()
+                .filter(|(_, k)| *k != kind)
+                .map(|(x, k)| format!("{k} {x:.2}"))
+                .collect();
+            targets.push(target(
+                format!("Pod paths saturation >= 70% of the floor's, {cores} core(s), {proto}"),
+                worst,
+                "ratio",
+                0.7,
+                false,
+                format!("worst kind: {kind}; {}", others.join(", ")),
+            ));
         }
     }
     for proto in PROTOS {

@@ -4,6 +4,10 @@
 #   bash tests/bench/run.sh            # ~8 min on 2 cores (after the first build)
 #   bash tests/bench/run.sh --quick    # short windows and small caches, to try it out
 #
+# Trying a change: cargo bench --bench load -- --quick --compare OLD_BIN,NEW_BIN
+# (saturation side by side), --profile KIND (perf record), --report results.json
+# (rewrites summary.md from a results.json without running anything).
+#
 # 1. builds (or reuses) the local control plane (tests/controlplane);
 # 2. criterion micro-benchmarks of the pure mutation code: cargo bench --bench mutate;
 # 3. the load benchmark: cargo bench --bench load (starts the control plane, rayshare
