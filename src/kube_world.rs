@@ -54,7 +54,7 @@ pub struct KubeWorld {
     namespaces: Option<Store<Namespace>>,
     /// One queue per worker group: this replica's claims for a group go one at a time, so
     /// they never race each other (races with other replicas are settled by the API server).
-    group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<()>>>>,
+    group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<KnownClaims>>>>,
     /// Active jobs per shared cluster, when `maxJobsPerCluster` needs them.
     jobs: Option<Arc<JobIndex>>,
 }
@@ -168,6 +168,25 @@ impl JobIndex {
 
 /// (namespace, cluster, worker group).
 type GroupKey = (String, String, String);
+
+/// What this replica knows of a group's claims: the slots taken at its last list, plus
+/// those it found or made taken since. Trusted for a moment, so a burst of one group's
+/// pods costs a create each rather than a list and a create; a slot released meanwhile
+/// is at worst passed over (uniqueness never rests on it: the create does).
+#[derive(Default)]
+struct KnownClaims {
+    taken: BTreeSet<Slot>,
+    listed: Option<Instant>,
+}
+
+/// How long a list of claims is trusted.
+const CLAIMS_KNOWN_FOR: Duration = Duration::from_secs(1);
+
+impl KnownClaims {
+    fn fresh(&self) -> bool {
+        self.listed.is_some_and(|t| t.elapsed() < CLAIMS_KNOWN_FOR)
+    }
+}
 
 fn to_world_error(e: kube::Error) -> WorldError {
     match e {
@@ -466,8 +485,8 @@ impl World for KubeWorld {
         Ok(Created::Exists(existing))
     }
 
-    /// Lists the group's claims, then creates the claim of the lowest free slot; the API
-    /// server's name uniqueness makes the create the arbiter. A lost race (with another
+    /// Lists the group's claims (unless listed a moment ago), then creates the claim of the
+    /// lowest free slot; the API server's name uniqueness makes the create the arbiter. A lost race (with another
     /// replica) moves up to the next free slot, re-listing now and then, so claims stay
     /// compact: a claimer only ever passes slots it saw taken.
     async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {
@@ -476,28 +495,37 @@ impl World for KubeWorld {
         let remaining = || deadline.saturating_duration_since(Instant::now());
         let queue = {
             let mut queues = self.group_queues.lock().expect("not poisoned");
-            queues.retain(|_, q| Arc::strong_count(q) > 1);
+            queues.retain(|_, q| {
+                Arc::strong_count(q) > 1 || q.try_lock().is_ok_and(|known| known.fresh())
+            });
             let key = (r.namespace.clone(), r.cluster.clone(), r.group.clone());
             queues.entry(key).or_default().clone()
         };
-        let _turn = tokio::time::timeout(remaining(), queue.lock())
+        let mut known = tokio::time::timeout(remaining(), queue.lock())
             .await
             .map_err(|_| WorldError::Timeout)?;
-        let mut taken = self.taken_slots(r, remaining()).await?;
+        if !known.fresh() {
+            let at = Instant::now();
+            known.taken = self.taken_slots(r, remaining()).await?;
+            known.listed = Some(at);
+        }
         for lost in 1.. {
-            let slot = indices::next_slot(&taken, r.hosts);
+            let slot = indices::next_slot(&known.taken, r.hosts);
             if r.dry_run {
                 return Ok(slot);
             }
-            if self
+            let won = self
                 .try_create(&Self::claim_object(r, slot), remaining())
-                .await?
-            {
+                .await?;
+            known.taken.insert(slot);
+            if won {
                 return Ok(slot);
             }
-            taken.insert(slot);
             if lost % RELIST_EVERY == 0 {
-                taken.extend(self.taken_slots(r, remaining()).await?);
+                let at = Instant::now();
+                let listed = self.taken_slots(r, remaining()).await?;
+                known.taken.extend(listed);
+                known.listed = Some(at);
             }
             if remaining().is_zero() {
                 break;
