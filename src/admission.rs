@@ -53,8 +53,16 @@ impl AdmissionRequest {
         self
     }
 
-    /// The object, parsed in full; `None` when there is none (or it is `null`).
+    /// The object, parsed in full; `None` when there is none (or it is `null`), or when
+    /// it does not parse (see [`AdmissionRequest::parse_object`]).
     pub fn object_value(&self) -> Option<Value> {
+        self.parse_object().ok().flatten()
+    }
+
+    /// The object, parsed in full. The review's own pass skipped what triage does not
+    /// read, so this is where a malformed part of the object (a lone surrogate, a number
+    /// out of range, nesting beyond serde_json's limit) shows.
+    pub fn parse_object(&self) -> Result<Option<Value>, String> {
         #[derive(Deserialize)]
         struct Review {
             request: Request,
@@ -64,8 +72,8 @@ impl AdmissionRequest {
             #[serde(default)]
             object: Option<Value>,
         }
-        let review: Review = serde_json::from_slice(&self.body).ok()?;
-        review.request.object
+        let review: Review = serde_json::from_slice(&self.body).map_err(|e| e.to_string())?;
+        Ok(review.request.object)
     }
 }
 

@@ -56,9 +56,12 @@ fn lower_priority() {
     let low = ThreadPriority::Crossplatform(25u8.try_into().expect("within 0..=99"));
     let batch = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Batch);
     if let Err(e) = set_thread_priority_and_policy(thread_native_id(), low, batch) {
-        tracing::warn!(error = ?e, "cannot lower the background threads' priority");
+        // Logging starts later (in `serve`), which reports this.
+        let _ = PRIORITY_ERROR.set(format!("{e:?}"));
     }
 }
+
+static PRIORITY_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
     eprintln!("rayshare: {message}");
@@ -88,6 +91,9 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
         Ok(guard) => guard,
         Err(e) => return fail(e, 2),
     };
+    if let Some(e) = PRIORITY_ERROR.get() {
+        tracing::warn!(error = %e, "cannot lower the background threads' priority");
+    }
     // Everything that can be wrong with the settings fails here, before listening.
     let config = match Config::load(args.config.as_deref()) {
         Ok(c) => Arc::new(c),

@@ -524,9 +524,21 @@ pub async fn work<W: World>(
     let Some(kind) = target(req, cfg) else {
         return Admission::untouched(Outcome::Ignored);
     };
-    let original = match req.object_value() {
-        Some(v @ Value::Object(_)) => v,
-        _ => return no_object(metrics),
+    let original = match req.parse_object() {
+        Ok(Some(v @ Value::Object(_))) => v,
+        Ok(_) => return no_object(metrics),
+        Err(e) => {
+            if let Some(m) = metrics {
+                m.error("odd_object");
+            }
+            let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
+            return Admission {
+                verdict: Verdict::allow(vec![warning]),
+                outcome: Outcome::Failed("odd_object"),
+                object: None,
+                ensured: vec![],
+            };
+        }
     };
     let namespace = Some(req.namespace.as_str())
         .filter(|n| !n.is_empty())

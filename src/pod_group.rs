@@ -38,10 +38,7 @@ pub fn plan(
         .get("spec")
         .filter(|s| s.is_object())
         .ok_or("pod has no spec")?;
-    let scheduler = spec["schedulerName"]
-        .as_str()
-        .unwrap_or("default-scheduler");
-    if !cfg.scheduler_names.iter().any(|s| s == scheduler) {
+    if !scheduled_by_gang_scheduler(spec["schedulerName"].as_str(), cfg) {
         return Ok(Plan::Skip(None));
     }
     if labels::get(pod, "annotations", labels::GROUP_NAME).is_some() {
@@ -98,6 +95,13 @@ pub fn plan(
         group,
         name,
     })))
+}
+
+/// Whether a pod with this `spec.schedulerName` (unset: the default scheduler) is one
+/// rayshare groups.
+pub fn scheduled_by_gang_scheduler(scheduler_name: Option<&str>, cfg: &PodGroups) -> bool {
+    let scheduler = scheduler_name.unwrap_or("default-scheduler");
+    cfg.scheduler_names.iter().any(|s| s == scheduler)
 }
 
 fn pod_name_or_prefix(pod: &Value) -> &str {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::world::World;
-use crate::{indices, labels};
+use crate::{indices, labels, pod_group};
 
 /// What triage reads of an object, in the same pass that parses the review.
 ///
@@ -46,6 +46,15 @@ impl Head {
             .filter(|n| !n.is_empty())
             .or(self.namespace.as_deref())
             .unwrap_or("default")
+    }
+
+    /// As `labels::get` reads them: string values only.
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)?.as_str()
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key)?.as_str()
     }
 
     /// Labels and annotations as an object of their own, for the planners that read
@@ -217,14 +226,10 @@ pub fn needs_work<W: World>(
     match kind {
         "RayJob" => spec.ray_cluster_spec && !spec.cluster_selector,
         _ => {
-            let scheduler = spec.scheduler_name.as_str().unwrap_or("");
+            let scheduler = spec.scheduler_name.as_str();
             let grouped = cfg.pod_groups.enabled
-                && cfg
-                    .pod_groups
-                    .scheduler_names
-                    .iter()
-                    .any(|s| s == scheduler)
-                && head.annotations.get(labels::GROUP_NAME).is_none();
+                && pod_group::scheduled_by_gang_scheduler(scheduler, &cfg.pod_groups)
+                && head.annotation(labels::GROUP_NAME).is_none();
             grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, world)
         }
     }
@@ -233,11 +238,12 @@ pub fn needs_work<W: World>(
 /// What `indices::plan` makes of the pod, on what the cache knows (only a worker pod
 /// costs a lookup).
 fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W) -> bool {
-    let label = |k| head.labels.get(k).and_then(Value::as_str);
-    if label(labels::RAY_NODE_TYPE) != Some("worker") {
+    if head.label(labels::RAY_NODE_TYPE) != Some("worker") {
         return false;
     }
-    let info = label(labels::RAY_CLUSTER).and_then(|c| world.ray_cluster(namespace, c));
+    let info = head
+        .label(labels::RAY_CLUSTER)
+        .and_then(|c| world.ray_cluster(namespace, c));
     let view = head.metadata_only();
     indices::plan(&view, info.as_ref(), &cfg.indices, &cfg.opt_out_annotation)
         != indices::Plan::Skip(None)
@@ -247,6 +253,7 @@ fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W
 mod tests {
     use super::*;
     use crate::world::MemoryWorld;
+    use proptest::prelude::*;
     use rstest::rstest;
 
     fn head(object: Value) -> Head {
@@ -288,6 +295,8 @@ mod tests {
     // Unknown group or cluster: the full path explains it in a warning.
     #[case::unknown_group("Pod", worker("gpu", json!({})), true)]
     #[case::no_spec("Pod", json!({"metadata": {}}), true)]
+    // Only string values count, as in the planners (a null group name is no group).
+    #[case::volcano_pod_null_group("Pod", json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": null}}, "spec": {"schedulerName": "volcano"}}), true)]
     #[case::rayjob_embedded("RayJob", json!({"spec": {"rayClusterSpec": {}}}), true)]
     #[case::rayjob_selector("RayJob", json!({"spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), false)]
     #[case::rayjob_both("RayJob", json!({"spec": {"rayClusterSpec": {}, "clusterSelector": {}}}), false)]
@@ -340,12 +349,141 @@ mod tests {
     }
 
     #[test]
+    fn unset_scheduler_is_the_default_scheduler() {
+        let mut cfg = Config::default();
+        cfg.pod_groups.scheduler_names = vec!["default-scheduler".into()];
+        let pod = head(worker("single", json!({})));
+        assert!(needs_work("Pod", &pod, "ns", &cfg, &world()));
+    }
+
+    #[test]
     fn later_duplicates_win() {
         let h: Head = serde_json::from_str(
             r#"{"metadata": {"labels": {"a": "1"}, "labels": {"b": "2"}}, "spec": {}}"#,
         )
         .unwrap();
         assert_eq!(h.labels, json!({"b": "2"}));
+    }
+
+    /// Pods and RayJobs from a small vocabulary of the fields the features look at,
+    /// including odd values.
+    fn object() -> impl Strategy<Value = (&'static str, Value)> {
+        let value = |choices: Vec<Value>| prop::sample::select(choices);
+        let labels = prop::collection::btree_map(
+            prop::sample::select(vec![
+                "ray.io/node-type",
+                "ray.io/cluster",
+                "ray.io/group",
+                "ray.io/worker-group-replica-index",
+            ]),
+            value(vec![
+                json!("worker"),
+                json!("head"),
+                json!("c1"),
+                json!("single"),
+                json!("multi"),
+                json!("gpu"),
+                json!("0"),
+                json!(null),
+                json!(5),
+            ]),
+            0..5,
+        );
+        let annotations = prop::collection::btree_map(
+            prop::sample::select(vec![
+                "scheduling.k8s.io/group-name",
+                "rayshare.io/skip",
+                "scheduling.volcano.sh/queue-name",
+            ]),
+            value(vec![json!("g"), json!("true"), json!(null), json!(1)]),
+            0..3,
+        );
+        let spec = value(vec![
+            json!(null),
+            json!("odd"),
+            json!({"containers": [{"name": "c"}]}),
+            json!({"schedulerName": "volcano", "containers": [{"name": "c"}]}),
+            json!({"schedulerName": "default-scheduler", "containers": []}),
+            json!({"schedulerName": 7}),
+            json!({"rayClusterSpec": {"headGroupSpec": {"template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}}}}}),
+            json!({"rayClusterSpec": null}),
+            json!({"rayClusterSpec": {}, "clusterSelector": {"ray.io/cluster": "x"}}),
+            json!({"rayClusterSpec": "odd"}),
+        ]);
+        let kind = prop::sample::select(vec!["Pod", "RayJob"]);
+        (kind, labels, annotations, spec, any::<bool>()).prop_map(|(kind, l, a, spec, named)| {
+            let mut meta = json!({"labels": l, "annotations": a});
+            if named {
+                meta["name"] = json!("p");
+            } else {
+                meta["generateName"] = json!("p-");
+            }
+            let mut object = json!({"metadata": meta});
+            if !spec.is_null() {
+                object["spec"] = spec;
+            }
+            (kind, object)
+        })
+    }
+
+    fn configs() -> Vec<Config> {
+        let mut default_scheduler = Config::default();
+        default_scheduler.pod_groups.scheduler_names = vec!["default-scheduler".into()];
+        let mut single_host = Config::default();
+        single_host.indices.single_host_replica_index = true;
+        vec![Config::default(), default_scheduler, single_host]
+    }
+
+    proptest::proptest! {
+        /// Triage is sound: what it clears, the full path leaves alone without a word.
+        #[test]
+        fn what_triage_clears_the_full_path_leaves_alone((kind, object) in object()) {
+            use crate::admission::{AdmissionRequest, GroupVersionKind};
+            use crate::mutate::{self, Outcome};
+            let group = if kind == "RayJob" { "ray.io" } else { "" };
+            let req = AdmissionRequest {
+                uid: "u".into(),
+                kind: GroupVersionKind { group: group.into(), version: "v1".into(), kind: kind.into() },
+                namespace: "ns".into(),
+                operation: "CREATE".into(),
+                ..AdmissionRequest::default()
+            }
+            .with_object(&object);
+            for cfg in configs() {
+                let world = world();
+                let Some(settled) = mutate::settled(&req, &cfg, &world, None) else {
+                    continue;
+                };
+                if settled.outcome != Outcome::Unchanged {
+                    continue;
+                }
+                let full = futures::executor::block_on(mutate::work(&req, &cfg, &world, None));
+                proptest::prop_assert_eq!(full.outcome, Outcome::Unchanged, "{}", object);
+                proptest::prop_assert!(full.verdict.warnings.is_empty(), "{} {:?}", object, full.verdict.warnings);
+                proptest::prop_assert!(full.verdict.patch.is_none());
+            }
+        }
+    }
+
+    /// What the review's pass skipped unread can still be malformed: the full parse says so.
+    #[rstest]
+    #[case::lone_surrogate(r#""\ud800""#)]
+    #[case::number_out_of_range("1e400")]
+    fn a_malformed_object_is_named_when_work_needs_it(#[case] bad: &str) {
+        use crate::mutate::{self, Outcome};
+        let body = format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{{"metadata":{{"name":"p"}},"spec":{{"schedulerName":"volcano","x":{bad}}}}}}}}}"#
+        );
+        let req = crate::admission::parse_review(body.into_bytes()).expect("the review parses");
+        let cfg = Config::default();
+        let a = futures::executor::block_on(mutate::admit(&req, &cfg, &world(), None));
+        assert_eq!(a.outcome, Outcome::Failed("odd_object"));
+        assert!(a.verdict.allowed);
+        assert!(
+            a.verdict.warnings[0].contains("does not parse"),
+            "{:?}",
+            a.verdict.warnings
+        );
     }
 
     #[test]

@@ -130,9 +130,12 @@ pub async fn mutate<W: World>(
     let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
         mutate::settled(&request, config, world, Some(metrics))
     }));
-    // Only requests that get work have a span: creating one costs more than triage.
-    let span = match settled {
-        Ok(Some(_)) => tracing::Span::none(),
+    // Only requests that get work (or fail) have a span: creating one costs more than
+    // triage.
+    let span = match &settled {
+        Ok(Some(a)) if matches!(a.outcome, Outcome::Ignored | Outcome::Unchanged) => {
+            tracing::Span::none()
+        }
         _ => tracing::info_span!(
             "admission",
             uid = %request.uid,

@@ -77,17 +77,18 @@ pub fn plan(
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
         return Err("RayJob has no spec object".into());
     };
-    if labels::get(job, "annotations", opt_out) == Some("true") {
-        return skip(format!(
-            "rayshare: shared cluster skipped: annotation {opt_out}=true"
-        ));
-    }
     if spec.get("clusterSelector").is_some_and(|s| !s.is_null()) {
         return Ok(Plan::Skip(None));
     }
     let Some(cluster_spec) = spec.get("rayClusterSpec").filter(|s| !s.is_null()) else {
         return Ok(Plan::Skip(None));
     };
+    // Only a job that would be rewritten hears that it was not.
+    if labels::get(job, "annotations", opt_out) == Some("true") {
+        return skip(format!(
+            "rayshare: shared cluster skipped: annotation {opt_out}=true"
+        ));
+    }
     if !cluster_spec.is_object() || cluster_spec.get("headGroupSpec").is_none() {
         return Err("rayClusterSpec has no headGroupSpec".into());
     }
