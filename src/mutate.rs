@@ -540,11 +540,9 @@ pub async fn work<W: World>(
             };
         }
     };
-    let namespace = Some(req.namespace.as_str())
-        .filter(|n| !n.is_empty())
-        .or(original["metadata"]["namespace"].as_str())
-        .unwrap_or("default")
-        .to_string();
+    let no_head = triage::Head::default();
+    let head = req.head.as_ref().unwrap_or(&no_head);
+    let namespace = head.namespace(&req.namespace).to_string();
     let mut work = Work {
         req,
         cfg,
