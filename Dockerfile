@@ -9,6 +9,8 @@ WORKDIR /src
 # Only what the build needs (keeps the context and the layer cache small).
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The manifest names the benchmarks explicitly, so cargo wants their files to exist.
+COPY benches ./benches
 # Cache mounts (BuildKit) keep the crate registry and target dir between builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
