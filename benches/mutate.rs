@@ -70,6 +70,38 @@ fn handle(body: &[u8], cfg: &Config, world: &MemoryWorld) -> Vec<u8> {
 
 type Case = (&'static str, Box<dyn FnMut()>);
 
+/// A world in which `job`'s shared cluster exists (the first job of a config made it).
+fn world_with_shared_cluster(job: &Value, cfg: &Config) -> MemoryWorld {
+    let world = MemoryWorld::default();
+    futures::executor::block_on(mutate::admit(&request(job, false), cfg, &world, None));
+    world
+}
+
+fn admit_case(
+    name: &'static str,
+    req: AdmissionRequest,
+    cfg: &Config,
+    world: MemoryWorld,
+    expected: mutate::Outcome,
+) -> Case {
+    let cfg = cfg.clone();
+    let run = move || {
+        let a = futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
+        assert_eq!(a.outcome, expected);
+    };
+    (name, Box::new(run))
+}
+
+fn handle_case(name: &'static str, body: Vec<u8>, cfg: &Config, world: MemoryWorld) -> Case {
+    let cfg = cfg.clone();
+    (
+        name,
+        Box::new(move || {
+            black_box(handle(black_box(&body), &cfg, &world));
+        }),
+    )
+}
+
 fn cases() -> Vec<Case> {
     let cfg = Config::default();
     let rayjob_a = yaml(RAYJOB_A);
@@ -168,7 +200,8 @@ fn cases() -> Vec<Case> {
         ("admission::parse_review volcano-pod", pod.clone()),
         ("admission::parse_review rayjob-run-a", rayjob_a.clone()),
     ] {
-        let body = review(&object, false);
+        // A refcounted body, so cloning it per call is not part of what is measured.
+        let body = bytes::Bytes::from(review(&object, false));
         cases.push((
             name,
             Box::new(move || {
@@ -178,92 +211,48 @@ fn cases() -> Vec<Case> {
     }
 
     // mutate::admit against an in-memory world, as the server runs it.
+    cases.push(admit_case(
+        "mutate::admit rayjob-run-b (cluster exists)",
+        request(&rayjob_b, false),
+        &cfg,
+        world_with_shared_cluster(&rayjob_a, &cfg),
+        mutate::Outcome::Mutated,
+    ));
+    cases.push(admit_case(
+        "mutate::admit volcano-pod (dry run)",
+        request(&pod, true),
+        &cfg,
+        MemoryWorld::default(),
+        mutate::Outcome::Mutated,
+    ));
     {
-        let world = MemoryWorld::default();
-        // The first job creates the shared cluster; run-b's then finds it.
-        let _ = futures::executor::block_on(mutate::admit(
-            &request(&rayjob_a, false),
-            &cfg,
-            &world,
-            None,
-        ));
-        let req = request(&rayjob_b, false);
-        let cfg = cfg.clone();
-        cases.push((
-            "mutate::admit rayjob-run-b (cluster exists)",
-            Box::new(move || {
-                let a =
-                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
-                assert_eq!(a.outcome, mutate::Outcome::Mutated);
-            }),
-        ));
-    }
-    {
-        let world = MemoryWorld::default();
-        let req = request(&pod, true);
-        let cfg = cfg.clone();
-        cases.push((
-            "mutate::admit volcano-pod (dry run)",
-            Box::new(move || {
-                let a =
-                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
-                assert_eq!(a.outcome, mutate::Outcome::Mutated);
-            }),
-        ));
-    }
-    {
-        let world = MemoryWorld::default();
-        let _ = futures::executor::block_on(mutate::admit(
-            &request(&rayjob_a, false),
-            &cfg,
-            &world,
-            None,
-        ));
+        let world = world_with_shared_cluster(&rayjob_a, &cfg);
         let name = world.created()[0]["metadata"]["name"]
             .as_str()
             .expect("cluster name")
             .to_string();
-        let req = request(&worker_pod(&name, "cpu"), false);
-        let cfg = cfg.clone();
-        cases.push((
+        cases.push(admit_case(
             "mutate::admit worker pod single-host",
-            Box::new(move || {
-                let a =
-                    futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
-                assert_eq!(a.outcome, mutate::Outcome::Unchanged);
-            }),
+            request(&worker_pod(&name, "cpu"), false),
+            &cfg,
+            world,
+            mutate::Outcome::Unchanged,
         ));
     }
 
     // Body in, body out.
-    {
-        let world = MemoryWorld::default();
-        let body = review(&pod, true);
-        let cfg = cfg.clone();
-        cases.push((
-            "handle volcano-pod review (parse+admit+answer)",
-            Box::new(move || {
-                black_box(handle(black_box(&body), &cfg, &world));
-            }),
-        ));
-    }
-    {
-        let world = MemoryWorld::default();
-        let _ = futures::executor::block_on(mutate::admit(
-            &request(&rayjob_a, false),
-            &cfg,
-            &world,
-            None,
-        ));
-        let body = review(&rayjob_b, false);
-        let cfg = cfg.clone();
-        cases.push((
-            "handle rayjob-run-b review (parse+admit+answer)",
-            Box::new(move || {
-                black_box(handle(black_box(&body), &cfg, &world));
-            }),
-        ));
-    }
+    cases.push(handle_case(
+        "handle volcano-pod review (parse+admit+answer)",
+        review(&pod, true),
+        &cfg,
+        MemoryWorld::default(),
+    ));
+    cases.push(handle_case(
+        "handle rayjob-run-b review (parse+admit+answer)",
+        review(&rayjob_b, false),
+        &cfg,
+        world_with_shared_cluster(&rayjob_a, &cfg),
+    ));
     cases
 }
 

@@ -38,7 +38,7 @@ pub struct AdmissionRequest {
     /// What triage reads of `object`; `None` when there is none (or it is `null`).
     #[serde(default, rename = "object")]
     pub head: Option<Head>,
-    /// The review as received, for [`AdmissionRequest::object_value`].
+    /// The review as received, for [`AdmissionRequest::parse_object`].
     #[serde(skip)]
     pub(crate) body: bytes::Bytes,
 }
@@ -51,12 +51,6 @@ impl AdmissionRequest {
             .expect("a Value always serialises")
             .into();
         self
-    }
-
-    /// The object, parsed in full; `None` when there is none (or it is `null`), or when
-    /// it does not parse (see [`AdmissionRequest::parse_object`]).
-    pub fn object_value(&self) -> Option<Value> {
-        self.parse_object().ok().flatten()
     }
 
     /// The object, parsed in full. The review's own pass skipped what triage does not
@@ -259,8 +253,8 @@ mod tests {
         assert!(r.dry_run);
         assert_eq!(r.name, "");
         assert_eq!(
-            r.object_value(),
-            Some(json!({"metadata": {"generateName": "p-"}}))
+            r.parse_object(),
+            Ok(Some(json!({"metadata": {"generateName": "p-"}})))
         );
     }
 
@@ -272,7 +266,7 @@ mod tests {
             "uid": "u", "kind": {"version":"v1","kind":"Pod"}, "operation": "CREATE",
             "object": object,
         }));
-        assert_eq!(parse_review(body).unwrap().object_value(), expected);
+        assert_eq!(parse_review(body).unwrap().parse_object(), Ok(expected));
     }
 
     #[test]

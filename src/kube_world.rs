@@ -485,10 +485,11 @@ impl World for KubeWorld {
         Ok(Created::Exists(existing))
     }
 
-    /// Lists the group's claims (unless listed a moment ago), then creates the claim of the
-    /// lowest free slot; the API server's name uniqueness makes the create the arbiter. A lost race (with another
-    /// replica) moves up to the next free slot, re-listing now and then, so claims stay
-    /// compact: a claimer only ever passes slots it saw taken.
+    /// Lists the group's claims (unless listed a moment ago), then creates the claim of
+    /// the lowest free slot; the API server's name uniqueness makes the create the
+    /// arbiter. A lost race (with another replica) moves up to the next free slot,
+    /// re-listing now and then, so claims stay compact: a claimer only ever passes slots
+    /// it saw taken.
     async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {
         const RELIST_EVERY: u32 = 8;
         let deadline = Instant::now() + timeout;

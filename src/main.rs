@@ -118,28 +118,31 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
     };
     let health = Arc::new(Health::default());
     let metrics = Arc::new(Metrics::default());
-    let _on = background.enter();
-    let world = KubeWorld::start(client, background_client.clone(), &config, health.clone());
     let identity = args
         .pod_name
         .clone()
         .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
-    let reconcilers = reconcile::spawn_all(
-        background_client,
-        config.clone(),
-        metrics.clone(),
-        reconcile::Election {
-            namespace: args.pod_namespace.clone(),
-            identity,
-            lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
-        },
-    );
-    tokio::spawn(certs.clone().watch(
-        files,
-        Duration::from_secs(args.cert_reload_seconds.max(1)),
-        metrics.clone(),
-    ));
-    drop(_on);
+    // Caches, reconcilers and certificate reloads are spawned onto the background runtime.
+    let (world, reconcilers) = {
+        let _on = background.enter();
+        let world = KubeWorld::start(client, background_client.clone(), &config, health.clone());
+        let reconcilers = reconcile::spawn_all(
+            background_client,
+            config.clone(),
+            metrics.clone(),
+            reconcile::Election {
+                namespace: args.pod_namespace.clone(),
+                identity,
+                lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
+            },
+        );
+        tokio::spawn(certs.clone().watch(
+            files,
+            Duration::from_secs(args.cert_reload_seconds.max(1)),
+            metrics.clone(),
+        ));
+        (world, reconcilers)
+    };
     let state = Arc::new(AppState {
         config,
         world,

@@ -31,6 +31,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Nothing done and nothing wrong: no span, no log line above debug.
+    pub fn is_quiet(&self) -> bool {
+        matches!(self, Self::Ignored | Self::Unchanged)
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Ignored => "ignored",
@@ -454,6 +459,20 @@ impl Admission {
             ensured: vec![],
         }
     }
+
+    /// rayshare could not look at the object: it passes unchanged, with a warning and a
+    /// counted cause.
+    pub fn failed_open(cause: &'static str, warning: String, metrics: Option<&Metrics>) -> Self {
+        if let Some(m) = metrics {
+            m.error(cause);
+        }
+        Self {
+            verdict: Verdict::allow(vec![warning]),
+            outcome: Outcome::Failed(cause),
+            object: None,
+            ensured: vec![],
+        }
+    }
 }
 
 /// Answers one admission request.
@@ -481,17 +500,8 @@ fn target(req: &AdmissionRequest, cfg: &Config) -> Option<&'static str> {
 }
 
 fn no_object(metrics: Option<&Metrics>) -> Admission {
-    if let Some(m) = metrics {
-        m.error("no_object");
-    }
-    Admission {
-        verdict: Verdict::allow(vec![
-            "rayshare: request carried no object; left unchanged".into(),
-        ]),
-        outcome: Outcome::Failed("no_object"),
-        object: None,
-        ensured: vec![],
-    }
+    let warning = "rayshare: request carried no object; left unchanged".into();
+    Admission::failed_open("no_object", warning, metrics)
 }
 
 /// The answer to a request that needs no work (most of them): a kind or operation
@@ -528,16 +538,8 @@ pub async fn work<W: World>(
         Ok(Some(v @ Value::Object(_))) => v,
         Ok(_) => return no_object(metrics),
         Err(e) => {
-            if let Some(m) = metrics {
-                m.error("odd_object");
-            }
             let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
-            return Admission {
-                verdict: Verdict::allow(vec![warning]),
-                outcome: Outcome::Failed("odd_object"),
-                object: None,
-                ensured: vec![],
-            };
+            return Admission::failed_open("odd_object", warning, metrics);
         }
     };
     let no_head = triage::Head::default();

@@ -79,7 +79,7 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
         results.push(Mutated {
             object: admission
                 .object
-                .or_else(|| request.object_value())
+                .or_else(|| request.parse_object().ok().flatten())
                 .unwrap_or(Value::Null),
             patch,
             creates: if creates.len() > before {

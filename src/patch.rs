@@ -19,8 +19,7 @@ fn diff_at(left: &Value, right: &Value, at: &mut PointerBuf, patch: &mut Patch) 
         _ if left == right => {}
         _ => patch
             .0
-            .extend(json_patch::diff(left, right).0.into_iter().map(|op| {
-                let mut op = op;
+            .extend(json_patch::diff(left, right).0.into_iter().map(|mut op| {
                 let path = match &mut op {
                     PatchOperation::Add(o) => &mut o.path,
                     PatchOperation::Remove(o) => &mut o.path,

@@ -25,8 +25,9 @@ use crate::{indices, labels, pod_group};
 pub struct Head {
     odd: bool,
     namespace: Option<String>,
-    labels: Value,
-    annotations: Value,
+    /// `{"metadata": {"labels": .., "annotations": ..}}`: the shape `labels::get` and the
+    /// planners that read only those take, built once.
+    view: Value,
     /// `None` when missing.
     spec: Option<HeadSpec>,
 }
@@ -46,21 +47,6 @@ impl Head {
             .filter(|n| !n.is_empty())
             .or(self.namespace.as_deref())
             .unwrap_or("default")
-    }
-
-    /// As `labels::get` reads them: string values only.
-    fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key)?.as_str()
-    }
-
-    fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key)?.as_str()
-    }
-
-    /// Labels and annotations as an object of their own, for the planners that read
-    /// only those.
-    fn metadata_only(&self) -> Value {
-        json!({ "metadata": { "labels": self.labels, "annotations": self.annotations } })
     }
 }
 
@@ -143,10 +129,14 @@ impl Fields for Head {
                 Key::Metadata => {
                     let MapOr(meta) = map.next_value::<MapOr<Meta>>()?;
                     head.odd |= meta.is_none();
-                    let meta = meta.unwrap_or_default();
-                    head.namespace = meta.namespace;
-                    head.labels = meta.labels;
-                    head.annotations = meta.annotations;
+                    let Meta {
+                        namespace,
+                        labels,
+                        annotations,
+                    } = meta.unwrap_or_default();
+                    head.namespace = namespace;
+                    head.view =
+                        json!({ "metadata": { "labels": labels, "annotations": annotations } });
                 }
                 Key::Spec => {
                     let MapOr(spec) = map.next_value::<MapOr<HeadSpec>>()?;
@@ -229,7 +219,7 @@ pub fn needs_work<W: World>(
             let scheduler = spec.scheduler_name.as_str();
             let grouped = cfg.pod_groups.enabled
                 && pod_group::scheduled_by_gang_scheduler(scheduler, &cfg.pod_groups)
-                && head.annotation(labels::GROUP_NAME).is_none();
+                && labels::get(&head.view, "annotations", labels::GROUP_NAME).is_none();
             grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, world)
         }
     }
@@ -238,15 +228,17 @@ pub fn needs_work<W: World>(
 /// What `indices::plan` makes of the pod, on what the cache knows (only a worker pod
 /// costs a lookup).
 fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W) -> bool {
-    if head.label(labels::RAY_NODE_TYPE) != Some("worker") {
+    let label = |k| labels::get(&head.view, "labels", k);
+    if label(labels::RAY_NODE_TYPE) != Some("worker") {
         return false;
     }
-    let info = head
-        .label(labels::RAY_CLUSTER)
-        .and_then(|c| world.ray_cluster(namespace, c));
-    let view = head.metadata_only();
-    indices::plan(&view, info.as_ref(), &cfg.indices, &cfg.opt_out_annotation)
-        != indices::Plan::Skip(None)
+    let info = label(labels::RAY_CLUSTER).and_then(|c| world.ray_cluster(namespace, c));
+    indices::plan(
+        &head.view,
+        info.as_ref(),
+        &cfg.indices,
+        &cfg.opt_out_annotation,
+    ) != indices::Plan::Skip(None)
 }
 
 #[cfg(test)]
@@ -337,7 +329,7 @@ mod tests {
         );
         assert!(!h.odd);
         assert_eq!(h.namespace(""), "default");
-        assert_eq!(h.labels, json!("x"));
+        assert_eq!(h.view["metadata"]["labels"], json!("x"));
         assert!(!needs_work("Pod", &h, "ns", &Config::default(), &world()));
         assert!(!needs_work(
             "RayJob",
@@ -362,7 +354,7 @@ mod tests {
             r#"{"metadata": {"labels": {"a": "1"}, "labels": {"b": "2"}}, "spec": {}}"#,
         )
         .unwrap();
-        assert_eq!(h.labels, json!({"b": "2"}));
+        assert_eq!(h.view["metadata"]["labels"], json!({"b": "2"}));
     }
 
     /// Pods and RayJobs from a small vocabulary of the fields the features look at,

@@ -911,12 +911,14 @@ impl Bench {
                 lists.join(", ")
             ));
         }
-        for (round, proto) in [
+        // Protocols alternate, so a leak shows as growth across rounds of either.
+        let rounds = [
             (1, Proto::H2),
             (2, Proto::H1),
             (3, Proto::H2),
             (4, Proto::H1),
-        ] {
+        ];
+        for (round, proto) in rounds {
             for kind in kinds {
                 let pool = self.connect(&load, ray, proto);
                 let run = load.block_on(client::closed_loop(
@@ -935,12 +937,7 @@ impl Bench {
                 ));
             }
         }
-        for (round, proto) in [
-            (1, Proto::H2),
-            (2, Proto::H1),
-            (3, Proto::H2),
-            (4, Proto::H1),
-        ] {
+        for (round, proto) in rounds {
             let pool = self.connect(&load, ray, proto);
             let run = load.block_on(client::open_loop(
                 pool,

@@ -79,15 +79,8 @@ async fn read_body<W>(
 
 fn panicked(span: &tracing::Span, metrics: &crate::metrics::Metrics) -> mutate::Admission {
     span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
-    metrics.error("panic");
-    mutate::Admission {
-        verdict: crate::admission::Verdict::allow(vec![
-            "rayshare: internal error; left unchanged".into(),
-        ]),
-        outcome: Outcome::Failed("panic"),
-        object: None,
-        ensured: vec![],
-    }
+    let warning = "rayshare: internal error; left unchanged".into();
+    mutate::Admission::failed_open("panic", warning, Some(metrics))
 }
 
 pub async fn mutate<W: World>(
@@ -133,9 +126,7 @@ pub async fn mutate<W: World>(
     // Only requests that get work (or fail) have a span: creating one costs more than
     // triage.
     let span = match &settled {
-        Ok(Some(a)) if matches!(a.outcome, Outcome::Ignored | Outcome::Unchanged) => {
-            tracing::Span::none()
-        }
+        Ok(Some(a)) if a.outcome.is_quiet() => tracing::Span::none(),
         _ => tracing::info_span!(
             "admission",
             uid = %request.uid,
@@ -181,13 +172,13 @@ pub async fn mutate<W: World>(
     let (outcome, duration_us) = (admission.outcome.as_str(), elapsed.as_micros() as u64);
     let warnings = &admission.verdict.warnings;
     span.in_scope(|| match admission.outcome {
-        Outcome::Ignored | Outcome::Unchanged => {
-            tracing::debug!(outcome, duration_us, "admitted")
-        }
         Outcome::Failed(cause) | Outcome::Denied(cause) => {
             tracing::warn!(outcome, duration_us, cause, ?warnings, "admitted")
         }
         Outcome::Mutated => tracing::info!(outcome, duration_us, ?warnings, "admitted"),
+        Outcome::Ignored | Outcome::Unchanged => {
+            tracing::debug!(outcome, duration_us, "admitted")
+        }
     });
     (
         [(header::CONTENT_TYPE, "application/json")],

@@ -46,7 +46,7 @@ where
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
         }
-        // Long passes share the runtime with admission.
+        // A long pass shares its runtime with the watches and the lease renewal.
         tokio::task::yield_now().await;
     }
 }
