@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use rayshare::admission::{self, AdmissionRequest};
 use rayshare::config::Config;
 use rayshare::world::{ClusterInfo, MemoryWorld};
-use rayshare::{indices, mutate, pod_group, shared_cluster};
+use rayshare::{indices, pod_group, shared_cluster};
 
 const RAYJOB_A: &str = include_str!("../deploy/samples/rayjob-run-a.yaml");
 const RAYJOB_B: &str = include_str!("../deploy/samples/rayjob-run-b.yaml");
@@ -64,7 +64,7 @@ fn request(object: &Value, dry_run: bool) -> AdmissionRequest {
 fn handle(body: &[u8], cfg: &Config, world: &MemoryWorld) -> Vec<u8> {
     let request =
         admission::parse_review(bytes::Bytes::copy_from_slice(body)).expect("a valid review");
-    let admission = futures::executor::block_on(mutate::admit(&request, cfg, world, None));
+    let admission = futures::executor::block_on(admission::admit(&request, cfg, world, None));
     admission.verdict.review_bytes(&request.uid)
 }
 
@@ -73,7 +73,7 @@ type Case = (&'static str, Box<dyn FnMut()>);
 /// A world in which `job`'s shared cluster exists (the first job of a config made it).
 fn world_with_shared_cluster(job: &Value, cfg: &Config) -> MemoryWorld {
     let world = MemoryWorld::default();
-    futures::executor::block_on(mutate::admit(&request(job, false), cfg, &world, None));
+    futures::executor::block_on(admission::admit(&request(job, false), cfg, &world, None));
     world
 }
 
@@ -82,11 +82,11 @@ fn admit_case(
     req: AdmissionRequest,
     cfg: &Config,
     world: MemoryWorld,
-    expected: mutate::Outcome,
+    expected: admission::Outcome,
 ) -> Case {
     let cfg = cfg.clone();
     let run = move || {
-        let a = futures::executor::block_on(mutate::admit(black_box(&req), &cfg, &world, None));
+        let a = futures::executor::block_on(admission::admit(black_box(&req), &cfg, &world, None));
         assert_eq!(a.outcome, expected);
     };
     (name, Box::new(run))
@@ -210,20 +210,20 @@ fn cases() -> Vec<Case> {
         ));
     }
 
-    // mutate::admit against an in-memory world, as the server runs it.
+    // admission::admit against an in-memory world, as the server runs it.
     cases.push(admit_case(
-        "mutate::admit rayjob-run-b (cluster exists)",
+        "admission::admit rayjob-run-b (cluster exists)",
         request(&rayjob_b, false),
         &cfg,
         world_with_shared_cluster(&rayjob_a, &cfg),
-        mutate::Outcome::Mutated,
+        admission::Outcome::Mutated,
     ));
     cases.push(admit_case(
-        "mutate::admit volcano-pod (dry run)",
+        "admission::admit volcano-pod (dry run)",
         request(&pod, true),
         &cfg,
         MemoryWorld::default(),
-        mutate::Outcome::Mutated,
+        admission::Outcome::Mutated,
     ));
     {
         let world = world_with_shared_cluster(&rayjob_a, &cfg);
@@ -232,11 +232,11 @@ fn cases() -> Vec<Case> {
             .expect("cluster name")
             .to_string();
         cases.push(admit_case(
-            "mutate::admit worker pod single-host",
+            "admission::admit worker pod single-host",
             request(&worker_pod(&name, "cpu"), false),
             &cfg,
             world,
-            mutate::Outcome::Unchanged,
+            admission::Outcome::Unchanged,
         ));
     }
 

@@ -6,26 +6,18 @@
 //! `mutate` (one request, start to finish, against a `World`). Imperative shell: `api`,
 //! `admin`, `server`, `tls`, `kube_world`, `reconcile`.
 
-pub mod admin;
 pub mod admission;
-pub mod api;
-pub mod certs;
 pub mod cli;
 pub mod config;
-pub mod indices;
-pub mod kube_world;
-pub mod labels;
+pub mod domain;
+pub mod health;
+pub mod http;
 pub mod logging;
 pub mod metrics;
-pub mod mutate;
 pub mod offline;
-pub mod patch;
-pub mod pod_group;
-pub mod quantity;
-pub mod reclaim;
 pub mod reconcile;
-pub mod server;
-pub mod shared_cluster;
-pub mod tls;
-pub mod triage;
 pub mod world;
+
+// Paths the integration tests and benchmarks use.
+pub use domain::{indices, labels, pod_group, shared_cluster};
+pub use http::{certs, tls};

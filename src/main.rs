@@ -4,14 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use rayshare::api::{self, AppState, Health};
 use rayshare::cli::{CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs};
 use rayshare::config::Config;
-use rayshare::kube_world::KubeWorld;
+use rayshare::health::Health;
+use rayshare::http::admin;
+use rayshare::http::api::{self, AppState};
+use rayshare::http::server::{self, Drain, Listeners};
 use rayshare::metrics::Metrics;
-use rayshare::server::{self, Drain, Listeners};
 use rayshare::tls::{CertFiles, CertStore};
-use rayshare::{admin, certs, logging, offline, reconcile};
+use rayshare::world::kube::KubeWorld;
+use rayshare::{certs, logging, offline, reconcile};
 
 // Admission allocates many small, short-lived JSON nodes per request, across threads:
 // mimalloc serves them markedly cheaper than glibc's malloc (see README, Benchmarks).

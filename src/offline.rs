@@ -3,9 +3,9 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::admission::{self, AdmissionRequest, GroupVersionKind};
+use crate::admission;
+use crate::admission::review::{self, AdmissionRequest, GroupVersionKind};
 use crate::config::Config;
-use crate::mutate;
 use crate::world::MemoryWorld;
 
 /// One input document's result.
@@ -33,7 +33,7 @@ pub fn documents(text: &str) -> Result<Vec<Value>, String> {
 fn request_for(object: &Value, namespace: &str, index: usize) -> Result<AdmissionRequest, String> {
     if object["kind"] == "AdmissionReview" {
         let bytes = serde_json::to_vec(object).map_err(|e| e.to_string())?;
-        return admission::parse_review(bytes).map_err(|e| e.to_string());
+        return review::parse_review(bytes).map_err(|e| e.to_string());
     }
     let api_version = object["apiVersion"]
         .as_str()
@@ -60,7 +60,7 @@ fn request_for(object: &Value, namespace: &str, index: usize) -> Result<Admissio
     .with_object(&object))
 }
 
-/// Runs each document through `mutate::admit`, in order, against one in-memory world
+/// Runs each document through `admission::admit`, in order, against one in-memory world
 /// (so a second job of the same config finds the first one's cluster).
 pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mutated>, String> {
     let world = MemoryWorld::default();
@@ -68,7 +68,7 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
     for (index, doc) in documents(text)?.iter().enumerate() {
         let request = request_for(doc, namespace, index)?;
         let before = world.created().len();
-        let admission = mutate::admit(&request, config, &world, None).await;
+        let admission = admission::admit(&request, config, &world, None).await;
         let creates = world.created();
         let patch = admission
             .verdict

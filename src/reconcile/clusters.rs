@@ -1,4 +1,4 @@
-//! Reclaims shared clusters that stayed idle past their TTL (see `crate::reclaim` for the
+//! Reclaims shared clusters that stayed idle past their TTL (see `crate::domain::reclaim` for the
 //! rule and the hand-off with admission that keeps jobs from being stranded).
 
 use std::collections::HashMap;
@@ -9,10 +9,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 
 use super::{for_each_page, list_metadata};
 use crate::config::Config;
-use crate::kube_world::{ray_cluster_resource, ray_job_resource};
-use crate::labels;
+use crate::domain::labels;
+use crate::domain::reclaim::{self, Decision};
 use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
-use crate::reclaim::{self, Decision};
+use crate::world::kube::{ray_cluster_resource, ray_job_resource};
 
 pub async fn pass(client: &Client, config: &Config, metrics: &Metrics) {
     if let Err(e) = try_pass(client, config, metrics).await {

@@ -9,9 +9,9 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{age, delete_exact, list_metadata};
 use crate::config::Indices;
-use crate::kube_world::{INDEX_CLAIM, lease_resource};
-use crate::labels;
+use crate::domain::labels;
 use crate::metrics::Metrics;
+use crate::world::kube::{INDEX_CLAIM, lease_resource};
 
 pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
     if let Err(e) = try_pass(client, cfg, metrics).await {

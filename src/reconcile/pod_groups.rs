@@ -12,9 +12,9 @@ use kube::core::PartialObjectMeta;
 
 use super::{age, delete_exact, for_each_page, list_metadata, since};
 use crate::config::PodGroups;
-use crate::kube_world::pod_group_resource;
-use crate::labels;
+use crate::domain::labels;
 use crate::metrics::Metrics;
+use crate::world::kube::pod_group_resource;
 
 /// Beyond this many namespaces with candidates, one cluster-wide list is cheaper.
 const MAX_NAMESPACED_LISTS: usize = 20;

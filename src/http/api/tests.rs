@@ -27,8 +27,8 @@ fn state(world: MemoryWorld, config: Config) -> Arc<AppState<MemoryWorld>> {
 
 fn sample(name: &str) -> Value {
     let text = match name {
-        "rayjob" => include_str!("../../deploy/samples/rayjob-run-a.yaml"),
-        "pod" => include_str!("../../deploy/samples/volcano-pod.yaml"),
+        "rayjob" => include_str!("../../../deploy/samples/rayjob-run-a.yaml"),
+        "pod" => include_str!("../../../deploy/samples/volcano-pod.yaml"),
         _ => unreachable!(),
     };
     serde_norway::from_str(text).unwrap()

@@ -7,7 +7,7 @@ pub mod runtime_env;
 use serde_json::{Map, Value, json};
 
 use crate::config::SharedClusters;
-use crate::labels;
+use crate::domain::labels;
 
 pub use identity::{cluster_name, digest};
 

@@ -13,8 +13,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
 use crate::config::Config;
+use crate::domain::{indices, labels, pod_group};
 use crate::world::World;
-use crate::{indices, labels, pod_group};
 
 /// What triage reads of an object, in the same pass that parses the review.
 ///
@@ -430,8 +430,8 @@ mod tests {
         /// Triage is sound: what it clears, the full path leaves alone without a word.
         #[test]
         fn what_triage_clears_the_full_path_leaves_alone((kind, object) in object()) {
-            use crate::admission::{AdmissionRequest, GroupVersionKind};
-            use crate::mutate::{self, Outcome};
+            use crate::admission::review::{AdmissionRequest, GroupVersionKind};
+            use crate::admission::{self, Outcome};
             let group = if kind == "RayJob" { "ray.io" } else { "" };
             let req = AdmissionRequest {
                 uid: "u".into(),
@@ -443,13 +443,13 @@ mod tests {
             .with_object(&object);
             for cfg in configs() {
                 let world = world();
-                let Some(settled) = mutate::settled(&req, &cfg, &world, None) else {
+                let Some(settled) = admission::settled(&req, &cfg, &world, None) else {
                     continue;
                 };
                 if settled.outcome != Outcome::Unchanged {
                     continue;
                 }
-                let full = futures::executor::block_on(mutate::work(&req, &cfg, &world, None));
+                let full = futures::executor::block_on(admission::work(&req, &cfg, &world, None));
                 proptest::prop_assert_eq!(full.outcome, Outcome::Unchanged, "{}", object);
                 proptest::prop_assert!(full.verdict.warnings.is_empty(), "{} {:?}", object, full.verdict.warnings);
                 proptest::prop_assert!(full.verdict.patch.is_none());
@@ -462,13 +462,14 @@ mod tests {
     #[case::lone_surrogate(r#""\ud800""#)]
     #[case::number_out_of_range("1e400")]
     fn a_malformed_object_is_named_when_work_needs_it(#[case] bad: &str) {
-        use crate::mutate::{self, Outcome};
+        use crate::admission::{self, Outcome};
         let body = format!(
             r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{{"metadata":{{"name":"p"}},"spec":{{"schedulerName":"volcano","x":{bad}}}}}}}}}"#
         );
-        let req = crate::admission::parse_review(body.into_bytes()).expect("the review parses");
+        let req =
+            crate::admission::review::parse_review(body.into_bytes()).expect("the review parses");
         let cfg = Config::default();
-        let a = futures::executor::block_on(mutate::admit(&req, &cfg, &world(), None));
+        let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
         assert_eq!(a.outcome, Outcome::Failed("odd_object"));
         assert!(a.verdict.allowed);
         assert!(

@@ -5,9 +5,9 @@ use serde_json::json;
 
 fn sample(name: &str) -> Value {
     let text = match name {
-        "a" => include_str!("../../deploy/samples/rayjob-run-a.yaml"),
-        "b" => include_str!("../../deploy/samples/rayjob-run-b.yaml"),
-        "other" => include_str!("../../deploy/samples/rayjob-other-config.yaml"),
+        "a" => include_str!("../../../deploy/samples/rayjob-run-a.yaml"),
+        "b" => include_str!("../../../deploy/samples/rayjob-run-b.yaml"),
+        "other" => include_str!("../../../deploy/samples/rayjob-other-config.yaml"),
         _ => unreachable!(),
     };
     serde_norway::from_str(text).unwrap()

@@ -11,9 +11,9 @@ use std::panic::AssertUnwindSafe;
 use tracing::Instrument;
 
 use super::{ApiError, AppState};
-use crate::admission;
+
+use crate::admission::{self, Outcome, review};
 use crate::metrics::RequestLabels;
-use crate::mutate::{self, Outcome};
 use crate::world::World;
 
 /// Metric label values come from a fixed set: request fields are caller-controlled.
@@ -77,10 +77,10 @@ async fn read_body<W>(
         .map_err(|_| ApiError::BodyTimeout)?
 }
 
-fn panicked(span: &tracing::Span, metrics: &crate::metrics::Metrics) -> mutate::Admission {
+fn panicked(span: &tracing::Span, metrics: &crate::metrics::Metrics) -> admission::Admission {
     span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
     let warning = "rayshare: internal error; left unchanged".into();
-    mutate::Admission::failed_open("panic", warning, Some(metrics))
+    admission::Admission::failed_open("panic", warning, Some(metrics))
 }
 
 pub async fn mutate<W: World>(
@@ -92,7 +92,7 @@ pub async fn mutate<W: World>(
     let started = Instant::now();
     let metrics = &state.metrics;
     let request = match read_body(&state, &headers, body).await {
-        Ok(bytes) => admission::parse_review(bytes).map_err(ApiError::from),
+        Ok(bytes) => review::parse_review(bytes).map_err(ApiError::from),
         Err(e) => Err(e),
     };
     let request = match request {
@@ -121,7 +121,7 @@ pub async fn mutate<W: World>(
     let (config, world) = (&state.config, state.world.as_ref());
     // A bug must not turn into a failed admission (or, with failurePolicy Fail, a denial).
     let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        mutate::settled(&request, config, world, Some(metrics))
+        admission::settled(&request, config, world, Some(metrics))
     }));
     // Only requests that get work (or fail) have a span: creating one costs more than
     // triage.
@@ -140,7 +140,7 @@ pub async fn mutate<W: World>(
     let admission = match settled {
         Ok(Some(admission)) => admission,
         Ok(None) => {
-            let work = mutate::work(&request, config, world, Some(metrics));
+            let work = admission::work(&request, config, world, Some(metrics));
             match AssertUnwindSafe(work)
                 .catch_unwind()
                 .instrument(span.clone())

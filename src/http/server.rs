@@ -14,8 +14,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::Health;
-use crate::tls::{self, CertStore};
+use crate::health::Health;
+use crate::http::tls::{self, CertStore};
 
 pub struct Listeners {
     pub admission: TcpListener,

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::config::PodGroups;
-use crate::labels;
-use crate::quantity::{self, Milli};
+use crate::domain::labels;
+use crate::domain::quantity::{self, Milli};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
@@ -251,7 +251,7 @@ mod tests {
     }
 
     fn sample() -> Value {
-        serde_norway::from_str(include_str!("../deploy/samples/volcano-pod.yaml")).unwrap()
+        serde_norway::from_str(include_str!("../../deploy/samples/volcano-pod.yaml")).unwrap()
     }
 
     fn created(pod: &Value, ns_queue: Option<&str>) -> GroupPlan {

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::config::Indices;
-use crate::labels;
-use crate::world::ClusterInfo;
+use crate::domain::cluster::ClusterInfo;
+use crate::domain::labels;
 
 /// A (replica, host) pair within a worker group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

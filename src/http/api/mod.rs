@@ -10,8 +10,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::post;
 
+pub use crate::health::Health;
 pub use errors::ApiError;
-pub use state::{AppState, Health};
+pub use state::AppState;
 
 use crate::world::World;
 

@@ -8,7 +8,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::api::Health;
+use crate::health::Health;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]

@@ -14,10 +14,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::api::Health;
 use crate::config::Config;
-use crate::indices::{self, Slot};
-use crate::labels;
+use crate::domain::indices::{self, Slot};
+use crate::domain::labels;
+use crate::health::Health;
 use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
 
 pub fn ray_cluster_resource() -> ApiResource {
@@ -104,7 +104,7 @@ const PENDING_FOR: Duration = Duration::from_secs(30);
 impl JobIndex {
     fn active_entry(job: &DynamicObject) -> Option<((String, String), String)> {
         let value = serde_json::to_value(job).ok()?;
-        if crate::reclaim::is_terminal(&value) {
+        if crate::domain::reclaim::is_terminal(&value) {
             return None;
         }
         let cluster = value["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;

@@ -7,15 +7,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::admission::{AdmissionRequest, Verdict};
+pub mod patch;
+pub mod review;
+pub mod triage;
+
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use k8s_openapi::jiff::Timestamp;
+pub use review::{AdmissionRequest, GroupVersionKind, ReviewError, Verdict, parse_review};
 
-use crate::shared_cluster::{self, Rewrite};
-use crate::triage;
+use crate::domain::shared_cluster::{self, Rewrite};
+use crate::domain::{indices, labels, pod_group, reclaim};
 use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
-use crate::{indices, labels, patch, pod_group, reclaim};
 
 /// How a request ended, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

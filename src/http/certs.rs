@@ -71,7 +71,7 @@ mod tests {
     #[test]
     fn generated_pair_is_usable_by_rustls() {
         let c = generate(&["127.0.0.1".into(), "rayshare.rayshare-system.svc".into()]).unwrap();
-        crate::tls::certified_key(c.cert_pem.as_bytes(), c.key_pem.as_bytes()).unwrap();
+        crate::http::tls::certified_key(c.cert_pem.as_bytes(), c.key_pem.as_bytes()).unwrap();
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
     }
 }

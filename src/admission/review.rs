@@ -11,7 +11,7 @@ use data_encoding::BASE64;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::triage::Head;
+use crate::admission::triage::Head;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

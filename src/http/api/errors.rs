@@ -3,7 +3,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::admission::ReviewError;
+use crate::admission::review::ReviewError;
 
 /// A request that is not a usable AdmissionReview: answered with a JSON error body.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,10 @@
+//! The pure core: what each feature decides, from the object, the config and what the
+//! caches know. Nothing here talks to the API server or imports from the shell.
+
+pub mod cluster;
+pub mod indices;
+pub mod labels;
+pub mod pod_group;
+pub mod quantity;
+pub mod reclaim;
+pub mod shared_cluster;
