@@ -1,0 +1,77 @@
+//! One request's accumulated changes, and what every feature's effects share.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::AdmissionRequest;
+use crate::config::Config;
+use crate::metrics::{KindLabel, Metrics};
+use crate::world::{Created, World, WorldError};
+
+/// Accumulates one request's changes; each feature either applies fully or not at all.
+pub(super) struct Work<'a, W: World> {
+    pub(super) req: &'a AdmissionRequest,
+    pub(super) cfg: &'a Config,
+    pub(super) world: &'a W,
+    pub(super) metrics: Option<&'a Metrics>,
+    pub(super) namespace: String,
+    pub(super) original: &'a Value,
+    /// The object as changed so far; `None` while unchanged (no copy, no diff).
+    pub(super) changed: Option<Value>,
+    pub(super) warnings: Vec<String>,
+    pub(super) ensured: Vec<Value>,
+    pub(super) failure: Option<(&'static str, bool)>,
+    pub(super) deadline: Instant,
+}
+
+impl<W: World> Work<'_, W> {
+    pub(super) fn object(&self) -> &Value {
+        self.changed.as_ref().unwrap_or(self.original)
+    }
+
+    pub(super) fn count(
+        &self,
+        family: fn(
+            &Metrics,
+        ) -> &prometheus_client::metrics::family::Family<
+            KindLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+        kind: &'static str,
+    ) {
+        if let Some(m) = self.metrics {
+            family(m).get_or_create(&KindLabel { kind }).inc();
+        }
+    }
+
+    /// Records a failure: a warning, a metric, and (when `deny`) a denial.
+    pub(super) fn fail(&mut self, cause: &'static str, message: String, deny: bool) {
+        tracing::warn!(cause, %message, "rayshare could not do its job");
+        if let Some(m) = self.metrics {
+            m.error(cause);
+        }
+        self.warnings.push(message);
+        if self.failure.is_none() || deny {
+            self.failure = Some((cause, deny));
+        }
+    }
+
+    /// A call's timeout: its own bound, within what is left of the request's budget
+    /// (so the answer reaches the API server before its webhook timeout).
+    pub(super) fn budget(&self, timeout_ms: u64) -> Duration {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        Duration::from_millis(timeout_ms).min(left)
+    }
+
+    pub(super) async fn create(
+        &self,
+        object: &Value,
+        timeout_ms: u64,
+    ) -> Result<Created, WorldError> {
+        if self.req.dry_run {
+            return Ok(Created::Created);
+        }
+        self.world.create(object, self.budget(timeout_ms)).await
+    }
+}

@@ -1,0 +1,125 @@
+//! The reflector caches admission reads, started once per process.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+use super::KubeWorld;
+use super::job_index::JobIndex;
+use super::resources::{ray_cluster_resource, ray_job_resource};
+use crate::config::Config;
+use crate::domain::labels;
+use crate::health::Health;
+
+/// Runs a reflector's watch stream forever, logging its errors (it retries with backoff).
+pub(super) fn drive<K, S>(what: &'static str, stream: S)
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    K: Send + 'static,
+{
+    tokio::spawn(stream.for_each(move |r| async move {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "{what} watch error");
+        }
+    }));
+}
+
+impl KubeWorld {
+    /// Starts the caches the enabled features need (watched with `watch_client`, on the
+    /// runtime this is called in); `health.caches_synced` flips once they have all listed.
+    /// `client` makes admission's own calls.
+    pub fn start(
+        client: Client,
+        watch_client: Client,
+        config: &Config,
+        health: Arc<Health>,
+    ) -> Arc<Self> {
+        let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
+        let need_namespaces = config.pod_groups.enabled;
+
+        let clusters = need_clusters.then(|| {
+            let ar = ray_cluster_resource();
+            let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
+            let writer = reflector::store::Writer::new(ar);
+            let reader = writer.as_reader();
+            let stream = watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|o: &mut DynamicObject| {
+                    // Only identity, labels, annotations and worker groups are read.
+                    o.managed_fields_mut().clear();
+                    o.annotations_mut()
+                        .remove("kubectl.kubernetes.io/last-applied-configuration");
+                    if let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) {
+                        spec.retain(|k, _| k == "workerGroupSpecs");
+                        for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
+                            if let Some(g) = g.as_object_mut() {
+                                g.retain(|k, _| k == "groupName" || k == "numOfHosts");
+                            }
+                        }
+                    }
+                })
+                .reflect(writer);
+            drive("RayCluster", stream);
+            reader
+        });
+        let namespaces = need_namespaces.then(|| {
+            let api: Api<Namespace> = Api::all(watch_client.clone());
+            let (reader, writer) = reflector::store();
+            let stream = watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(|ns: &mut Namespace| {
+                    ns.managed_fields_mut().clear();
+                    ns.spec = None;
+                    ns.status = None;
+                })
+                .reflect(writer);
+            drive("Namespace", stream);
+            reader
+        });
+        let jobs = (config.shared_clusters.enabled
+            && config.shared_clusters.max_jobs_per_cluster > 0)
+            .then(|| {
+                let index = Arc::new(JobIndex::default());
+                let api: Api<DynamicObject> =
+                    Api::all_with(watch_client.clone(), &ray_job_resource());
+                let selector = watcher::Config::default()
+                    .labels(labels::JOB_CLUSTER)
+                    .any_semantic();
+                let feed = index.clone();
+                tokio::spawn(watcher(api, selector).default_backoff().for_each(move |e| {
+                    match e {
+                        Ok(event) => feed.apply(event),
+                        Err(e) => tracing::warn!(error = %e, "RayJob watch error"),
+                    }
+                    async {}
+                }));
+                index
+            });
+        let world = Arc::new(Self {
+            client,
+            clusters,
+            namespaces,
+            group_queues: Default::default(),
+            jobs,
+        });
+        let stores = (world.clusters.clone(), world.namespaces.clone());
+        tokio::spawn(async move {
+            if let Some(s) = &stores.0 {
+                let _ = s.wait_until_ready().await;
+            }
+            if let Some(s) = &stores.1 {
+                let _ = s.wait_until_ready().await;
+            }
+            tracing::info!("caches synced");
+            health.caches_synced.store(true, Ordering::Release);
+        });
+        world
+    }
+}
