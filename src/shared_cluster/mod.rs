@@ -233,4 +233,6 @@ fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {
 }
 
 #[cfg(test)]
+mod flyte_corpus_tests;
+#[cfg(test)]
 mod tests;

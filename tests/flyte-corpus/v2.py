@@ -250,7 +250,8 @@ def build(s, rng):
 def order_key(job):
     cluster = job["spec"]["rayClusterSpec"]
     pods = [cluster["headGroupSpec"]["template"]] + [g["template"] for g in cluster["workerGroupSpecs"]]
-    return json.dumps([[p["spec"]["containers"][0]["env"], p["spec"]["tolerations"]] for p in pods])
+    return json.dumps([[[e["name"] for e in p["spec"]["containers"][0]["env"]], p["spec"]["tolerations"]]
+                       for p in pods])
 
 
 def main():
