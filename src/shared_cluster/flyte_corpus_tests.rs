@@ -261,3 +261,20 @@ fn each_job_carries_its_run_and_keeps_the_users_runtime_env(#[case] generation: 
         }
     }
 }
+
+/// The samples `rayshare mutate` is shown on (README): each file's two jobs share one
+/// cluster, and the run names YAML 1.1 would read as booleans stay strings.
+#[rstest::rstest]
+#[case(include_str!("../../deploy/samples/flyte-v1-rayjobs.yaml"))]
+#[case(include_str!("../../deploy/samples/flyte-v2-rayjobs.yaml"))]
+fn the_flyte_samples_share_one_cluster(#[case] text: &str) {
+    let jobs = crate::offline::documents(text).unwrap();
+    let names: Vec<String> = jobs.iter().map(|j| rewrite(j).name).collect();
+    assert_eq!(names.len(), 2);
+    assert_eq!(names[0], names[1]);
+    for job in &jobs {
+        let r = rewrite(job);
+        let env = kuberay_yaml::read(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+        assert_eq!(env["env_vars"]["FEATURE_FLAG"], "on");
+    }
+}
