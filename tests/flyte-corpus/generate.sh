@@ -19,7 +19,8 @@ for m in flytestdlib flytepropeller; do
 done
 mkdir -p "$fixtures/v1" "$fixtures/v2"
 rm -f "$fixtures"/v1/*.json "$fixtures"/v2/*.json
-go run . -out "$fixtures/v1" 2>/dev/null
+# Flyte's plugin code logs at info level on stderr: kept aside, shown on failure.
+go run . -out "$fixtures/v1" 2>/tmp/flyte-corpus.log || { cat /tmp/flyte-corpus.log >&2; exit 1; }
 python3 v2.py "$fixtures/v2"
 (cd kuberayyaml && go run . > "$fixtures/kuberay-yaml.json")
 echo "fixtures written to $fixtures"
