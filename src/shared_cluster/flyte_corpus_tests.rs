@@ -265,8 +265,8 @@ fn each_job_carries_its_run_and_keeps_the_users_runtime_env(#[case] generation: 
 /// The samples `rayshare mutate` is shown on (README): each file's two jobs share one
 /// cluster, and the run names YAML 1.1 would read as booleans stay strings.
 #[rstest::rstest]
-#[case(include_str!("../../deploy/samples/flyte-v1-rayjobs.yaml"))]
-#[case(include_str!("../../deploy/samples/flyte-v2-rayjobs.yaml"))]
+#[case(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/samples/flyte-v1-rayjobs.yaml")))]
+#[case(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/samples/flyte-v2-rayjobs.yaml")))]
 fn the_flyte_samples_share_one_cluster(#[case] text: &str) {
     let jobs = crate::offline::documents(text).unwrap();
     let names: Vec<String> = jobs.iter().map(|j| rewrite(j).name).collect();

@@ -583,9 +583,11 @@ mod tests {
     /// v1.6.1 builds it), made by tests/flyte-corpus/kuberayyaml.
     #[test]
     fn agrees_with_kuberays_yaml_to_json() {
-        let cases: Vec<Value> =
-            serde_json::from_str(include_str!("../../tests/fixtures/flyte/kuberay-yaml.json"))
-                .unwrap();
+        let cases: Vec<Value> = serde_json::from_str(include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/flyte/kuberay-yaml.json"
+        )))
+        .unwrap();
         assert!(cases.len() > 90);
         for case in cases {
             let yaml = case["yaml"].as_str().unwrap();
@@ -606,7 +608,7 @@ mod tests {
         match (a, b) {
             (Value::Number(x), Value::Number(y)) if x.is_f64() || y.is_f64() => {
                 let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-                (x - y).abs() <= f64::EPSILON * x.abs().max(y.abs())
+                (x - y).abs() <= 4.0 * f64::EPSILON * x.abs().max(y.abs())
             }
             (Value::Array(x), Value::Array(y)) => {
                 x.len() == y.len()
