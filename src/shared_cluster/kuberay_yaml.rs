@@ -422,10 +422,18 @@ fn go_parse_int(s: &str) -> Option<i64> {
     }
 }
 
-/// go-yaml v2 `parseTimestamp`'s formats (only for an explicit `!!timestamp`).
+/// go-yaml v2 `parseTimestamp`'s date part (`2006-1-2`, then optionally a time), only
+/// for an explicit `!!timestamp`; the time part is not checked.
 fn is_timestamp(text: &str) -> bool {
-    let b = text.as_bytes();
-    b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
+    let mut parts = text.splitn(3, '-');
+    let digits = |p: Option<&str>, n: std::ops::RangeInclusive<usize>| {
+        p.is_some_and(|p| n.contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let (year, month) = (parts.next(), parts.next());
+    let day = parts
+        .next()
+        .map(|d| d.split(['T', 't', ' ']).next().unwrap_or(d));
+    digits(year, 4..=4) && digits(month, 1..=2) && digits(day, 1..=2)
 }
 
 #[cfg(test)]
@@ -484,6 +492,7 @@ mod tests {
     #[case("!!float 3", json!(3.0))]
     #[case("!!int '12'", json!(12))]
     #[case("!custom on", json!("on"))]
+    #[case("!!timestamp 2024-1-2", json!("2024-1-2"))]
     fn plain_scalars_resolve_as_go_yaml_v2(#[case] yaml: &str, #[case] expected: Value) {
         assert_eq!(read_value(yaml), expected, "{yaml}");
     }
@@ -493,6 +502,7 @@ mod tests {
     #[case("v: .nan\n")]
     #[case("v: !!int abc\n")]
     #[case("v: !!bool 1\n")]
+    #[case("v: !!timestamp 2024-ab-cd\n")]
     #[case("? [a]\n: 1\n")]
     #[case("~: 1\n")]
     #[case("1.5: x\n")]
