@@ -137,14 +137,30 @@ impl Default for Reclaim {
     }
 }
 
-/// Pod-template metadata keys Flyte sets per run or attempt.
+/// Pod-template labels (and, for symmetry, annotations) that Flyte sets per execution,
+/// run, action or attempt. The README's table names the Flyte file that sets each.
 const FLYTE_RUN_KEYS: &[&str] = &[
+    // Flyte v2 (executor/pkg/plugin/task_exec_metadata.go, actions/k8s/client.go).
     "run",
     "action",
     "attempt",
     "flyte.org/run",
     "flyte.org/action",
     "flyte.org/is-root",
+    // Flyte v1 (flytepropeller pkg/compiler/transformers/k8s/workflow.go).
+    "execution-id",
+    "shard-key",
+];
+
+/// Env vars Flyte sets per execution, run, action or attempt (README table).
+const FLYTE_RUN_ENV: &[&str] = &[
+    // Flyte v2 (executor/pkg/plugin/task_exec_metadata.go).
+    "RUN_NAME",
+    "ACTION_NAME",
+    "_U_RUN_BASE",
+    // Both (flyteplugins pluginmachinery/flytek8s/k8s_resource_adds.go).
+    "FLYTE_ATTEMPT_NUMBER",
+    "FLYTE_EXECUTION_URL",
 ];
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -155,12 +171,9 @@ impl Default for SharedClusters {
     fn default() -> Self {
         Self {
             enabled: true,
-            run_scoped_env_names: strings(&[
-                "RUN_NAME",
-                "ACTION_NAME",
-                "_U_RUN_BASE",
-                "FLYTE_ATTEMPT_NUMBER",
-            ]),
+            run_scoped_env_names: strings(FLYTE_RUN_ENV),
+            // FLYTE_INTERNAL_EXECUTION_ID (per execution/run) and the per task version
+            // FLYTE_INTERNAL_TASK_VERSION etc.: all travel with the job.
             run_scoped_env_prefixes: strings(&["FLYTE_INTERNAL_"]),
             run_scoped_labels: strings(FLYTE_RUN_KEYS),
             run_scoped_annotations: strings(FLYTE_RUN_KEYS),

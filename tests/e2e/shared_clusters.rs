@@ -149,3 +149,76 @@ async fn a_foreign_cluster_is_not_taken_over_and_dry_run_creates_nothing() {
             .is_none()
     );
 }
+
+/// A Flyte 2 job from the corpus (tests/fixtures/flyte/v2), without the owner and
+/// finalizer that would tie it to a TaskAction this control plane does not have.
+fn flyte_v2_job(case: &str) -> Value {
+    let path = repo()
+        .join("tests/fixtures/flyte/v2")
+        .join(format!("{case}.json"));
+    let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut job = fixture["rayJob"].clone();
+    let meta = job["metadata"].as_object_mut().unwrap();
+    meta.remove("ownerReferences");
+    meta.remove("finalizers");
+    job
+}
+
+/// Through the real API server: two Flyte 2 runs (another run, action `no` of run `on`,
+/// env and tolerations in another Go map order) share one cluster, and the stored
+/// runtimeEnvYAML is JSON in which the user's `'on'` / `'1_000'` and the run name `on`
+/// are strings for KubeRay's YAML 1.1 reader.
+#[tokio::test]
+async fn flyte_runs_share_a_cluster_and_keep_ambiguous_strings() {
+    let env = TestEnv::new("flyte", DEFAULT_CONFIG, 1).await;
+    let first = create_job(
+        &env,
+        flyte_v2_job("runtime-env-ambiguous-scalars"),
+        "amb-0",
+        false,
+    )
+    .await;
+    let second = create_job(&env, flyte_v2_job("run-named-on"), "on-no-0", false).await;
+    assert_eq!(selected(&first), selected(&second));
+    assert_eq!(clusters(&env).await.len(), 1);
+
+    let stored = |name: &'static str| {
+        let api = env.api(&ray_job_resource(), &env.ns);
+        async move { serde_json::to_value(api.get(name).await.unwrap()).unwrap() }
+    };
+    let text = stored("amb-0").await["spec"]["runtimeEnvYAML"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let as_json: Value = serde_json::from_str(&text).expect("runtimeEnvYAML is JSON");
+    let as_kuberay = rayshare::shared_cluster::kuberay_yaml::read(&text).unwrap();
+    assert_eq!(as_json, as_kuberay);
+    let vars = &as_kuberay["env_vars"];
+    for (key, value) in [
+        ("A", "on"),
+        ("B", "yes"),
+        ("D", "off"),
+        ("E", "~"),
+        ("F", "1_000"),
+        ("G", "0x1F"),
+        ("H", "3"),
+    ] {
+        assert_eq!(vars[key], json!(value), "{key}");
+    }
+    assert_eq!(as_kuberay["config"]["setup_timeout_seconds"], json!(600));
+    let on = stored("on-no-0").await;
+    let on_env = rayshare::shared_cluster::kuberay_yaml::read(
+        on["spec"]["runtimeEnvYAML"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(on_env["env_vars"]["RUN_NAME"], json!("on"));
+    assert_eq!(on_env["env_vars"]["ACTION_NAME"], json!("no"));
+    // The run's labels stay on the job; the cluster has none of them.
+    assert_eq!(on["metadata"]["labels"]["run"], json!("on"));
+    let cluster = &clusters(&env).await[0];
+    assert!(
+        cluster["spec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+            .get("run")
+            .is_none()
+    );
+}

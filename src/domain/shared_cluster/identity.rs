@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 use crate::config::SharedClusters;
 
 /// Bumped only on a deliberate change of the canonical form.
-const CANONICAL_VERSION: &str = "rayshare.io/cluster-identity/v1";
+/// v2: `env` and `tolerations` are compared as sets (Flyte builds them from Go maps).
+const CANONICAL_VERSION: &str = "rayshare.io/cluster-identity/v2";
 /// 20 base32 characters = 100 bits: a collision needs ~2^50 distinct configs.
 const NAME_HASH_CHARS: usize = 20;
 pub const NAME_PREFIX: &str = "ray-";
@@ -140,9 +141,61 @@ fn is_default(key: &str, value: &Value, in_worker_group: bool) -> bool {
 }
 
 /// A canonical copy: objects with sorted keys and defaulted fields removed, resource
-/// quantities as strings. Arrays keep their order (order is meaningful in pod specs).
+/// quantities as strings. Arrays keep their order (order is meaningful in pod specs),
+/// except the lists whose order Kubernetes ignores and Flyte does not control (see
+/// [`canonical_env`], [`canonical_tolerations`]).
 pub fn canonical(value: &Value) -> Value {
     canonical_at(value, "")
+}
+
+/// A pod tolerates a taint when any toleration matches, so their order means nothing,
+/// and Flyte appends the per-resource ones in Go map order (`GetPodTolerations`).
+fn canonical_tolerations(items: Vec<Value>) -> Vec<Value> {
+    let mut keyed: Vec<(String, Value)> = items
+        .into_iter()
+        .map(|t| (serde_json::to_string(&t).expect("JSON values serialise"), t))
+        .collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Names a value refers to with `$(NAME)` (a `$$(NAME)` escape counts too: treating it
+/// as a reference only keeps more order than needed).
+fn env_references(value: &str) -> impl Iterator<Item = &str> {
+    value
+        .split("$(")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(name, _)| name))
+}
+
+/// Container env in an order-free form. Kubernetes applies the list in order, so order
+/// matters only between variables with the same name (the last wins) and between a
+/// `$(NAME)` reference and the variables named `NAME` (expanded only when defined
+/// earlier). Variables that take part in neither keep their order among themselves and
+/// go, sorted stably by name, before the others; the others (every variable whose name
+/// is referenced, or that refers to one) keep the list's order. Flyte appends its
+/// platform and execution env from Go maps (`DecorateEnvVars`), so their order varies
+/// from one propeller (or executor) process to the next.
+fn canonical_env(items: Vec<Value>) -> Vec<Value> {
+    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+    if items.iter().any(|v| name(v).is_none()) {
+        return items;
+    }
+    let mut involved = std::collections::BTreeSet::new();
+    for item in &items {
+        let value = item.get("value").and_then(Value::as_str).unwrap_or("");
+        let mut refs = env_references(value).peekable();
+        if refs.peek().is_some() {
+            involved.extend(refs.map(str::to_owned));
+            involved.extend(name(item));
+        }
+    }
+    let (ordered, mut free): (Vec<Value>, Vec<Value>) = items
+        .into_iter()
+        .partition(|v| name(v).is_some_and(|n| involved.contains(&n)));
+    free.sort_by_key(|v| name(v));
+    free.extend(ordered);
+    free
 }
 
 fn canonical_at(value: &Value, parent_key: &str) -> Value {
@@ -167,12 +220,14 @@ fn canonical_at(value: &Value, parent_key: &str) -> Value {
             Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
         }
         // Array items inherit the array's key, so worker groups see "workerGroupSpecs".
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| canonical_at(item, parent_key))
-                .collect(),
-        ),
+        Value::Array(items) => {
+            let items = items.iter().map(|item| canonical_at(item, parent_key));
+            Value::Array(match parent_key {
+                "env" => canonical_env(items.collect()),
+                "tolerations" => canonical_tolerations(items.collect()),
+                _ => items.collect(),
+            })
+        }
         other => other.clone(),
     }
 }
@@ -209,6 +264,7 @@ pub fn cluster_name(digest_hex: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use rstest::rstest;
     use serde_json::json;
 
     #[test]
@@ -301,7 +357,120 @@ mod tests {
         }
     }
 
+    fn env(vars: &[(&str, &str)]) -> Value {
+        let env: Vec<Value> = vars
+            .iter()
+            .map(|(n, v)| json!({"name": n, "value": v}))
+            .collect();
+        json!({"containers": [{"name": "c", "env": env}]})
+    }
+
+    fn same_identity(a: &Value, b: &Value) -> bool {
+        digest(a, &Map::new()) == digest(b, &Map::new())
+    }
+
+    #[rstest]
+    #[case::plain_vars(&[("A", "1"), ("B", "2"), ("C", "3")], &[("C", "3"), ("A", "1"), ("B", "2")], true)]
+    #[case::reference_before_its_target(&[("A", "1"), ("B", "$(A)")], &[("B", "$(A)"), ("A", "1")], false)]
+    #[case::free_vars_move_around_references(&[("C", "3"), ("A", "1"), ("B", "x$(A)")], &[("A", "1"), ("B", "x$(A)"), ("C", "3")], true)]
+    #[case::escaped_reference_kept_in_order(&[("A", "1"), ("B", "$$(A)")], &[("B", "$$(A)"), ("A", "1")], false)]
+    #[case::duplicate_names_last_wins(&[("A", "1"), ("A", "2")], &[("A", "2"), ("A", "1")], false)]
+    #[case::duplicates_among_free_vars(&[("A", "1"), ("B", "2"), ("A", "3")], &[("B", "2"), ("A", "1"), ("A", "3")], true)]
+    #[case::different_values(&[("A", "1")], &[("A", "2")], false)]
+    fn env_order_counts_only_where_kubernetes_reads_it(
+        #[case] a: &[(&str, &str)],
+        #[case] b: &[(&str, &str)],
+        #[case] same: bool,
+    ) {
+        assert_eq!(same_identity(&env(a), &env(b)), same);
+    }
+
+    #[test]
+    fn tolerations_are_a_set_and_env_from_a_list() {
+        let tol = |k: &str| json!({"key": k, "operator": "Exists", "effect": "NoSchedule"});
+        let a = json!({"tolerations": [tol("x"), tol("y"), tol("z")]});
+        let b = json!({"tolerations": [tol("z"), tol("x"), tol("y")]});
+        assert!(same_identity(&a, &b));
+        assert!(!same_identity(
+            &a,
+            &json!({"tolerations": [tol("x"), tol("y")]})
+        ));
+        // envFrom: a later source wins for a name both define, so its order stays.
+        let from = |n: &str| json!({"configMapRef": {"name": n}});
+        let a = json!({"envFrom": [from("a"), from("b")]});
+        let b = json!({"envFrom": [from("b"), from("a")]});
+        assert!(!same_identity(&a, &b));
+    }
+
+    /// Kubernetes' env expansion: in order, `$(NAME)` replaced by an earlier NAME's
+    /// value, `$$` an escaped `$`; the last definition of a name wins.
+    fn kubernetes_env(vars: &[(String, String)]) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        for (name, value) in vars {
+            let mut out = String::new();
+            let mut rest = value.as_str();
+            while let Some(i) = rest.find('$') {
+                out.push_str(&rest[..i]);
+                rest = &rest[i..];
+                if let Some(r) = rest.strip_prefix("$$") {
+                    out.push('$');
+                    rest = r;
+                } else if let Some((var, r)) =
+                    rest.strip_prefix("$(").and_then(|r| r.split_once(')'))
+                {
+                    match env.get(var) {
+                        Some(v) => out.push_str(v.as_str()),
+                        None => out.push_str(&rest[..var.len() + 3]),
+                    }
+                    rest = r;
+                } else {
+                    out.push('$');
+                    rest = &rest[1..];
+                }
+            }
+            out.push_str(rest);
+            env.insert(name.clone(), out);
+        }
+        env
+    }
+
+    fn arb_env_list() -> impl Strategy<Value = Vec<(String, String)>> {
+        let name = prop::sample::select(vec!["A", "B", "C", "D"]).prop_map(String::from);
+        let value = prop::sample::select(vec!["1", "2", "$(A)", "$(B)x", "$$(C)", "$(D", "$(E)"])
+            .prop_map(String::from);
+        prop::collection::vec((name, value), 0..6)
+    }
+
     proptest! {
+        /// Two orders of one env list get one identity only when Kubernetes would give
+        /// their containers the same environment.
+        #[test]
+        fn equal_env_identity_means_equal_environment(
+            (list, shuffled) in arb_env_list().prop_flat_map(|l| (Just(l.clone()), Just(l).prop_shuffle()))
+        ) {
+            let as_json = |l: &[(String, String)]| {
+                let pairs: Vec<(&str, &str)> = l.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                env(&pairs)
+            };
+            if same_identity(&as_json(&list), &as_json(&shuffled)) {
+                prop_assert_eq!(kubernetes_env(&list), kubernetes_env(&shuffled));
+            }
+        }
+
+        /// Without references or repeated names, any order is one identity.
+        #[test]
+        fn plain_env_order_is_ignored(
+            (list, shuffled) in prop::collection::btree_map("[A-Z_]{1,8}", "[a-z0-9:/.]{0,8}", 0..8)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+                .prop_flat_map(|l| (Just(l.clone()), Just(l).prop_shuffle()))
+        ) {
+            let as_json = |l: &[(String, String)]| {
+                let pairs: Vec<(&str, &str)> = l.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                env(&pairs)
+            };
+            prop_assert!(same_identity(&as_json(&list), &as_json(&shuffled)));
+        }
+
         #[test]
         fn digest_ignores_key_order(v in arb_json()) {
             prop_assert_eq!(digest(&v, &Map::new()), digest(&reversed(&v), &Map::new()));

@@ -2,6 +2,7 @@
 //! reference to a hash-named RayCluster (pure; the shell creates the cluster).
 
 pub mod identity;
+pub mod kuberay_yaml;
 pub mod runtime_env;
 
 use serde_json::{Map, Value, json};
@@ -167,12 +168,18 @@ pub fn plan(
     job_spec.insert("ttlSecondsAfterFinished".into(), json!(0));
     if !carried.is_empty() {
         let current = job_spec.get("runtimeEnvYAML").and_then(Value::as_str);
-        let (yaml, kept) = runtime_env::merge_env_vars(current, &carried)?;
-        job_spec.insert("runtimeEnvYAML".into(), json!(yaml));
-        if !kept.is_empty() {
+        let merged = runtime_env::merge_env_vars(current, &carried)?;
+        job_spec.insert("runtimeEnvYAML".into(), json!(merged.text));
+        if !merged.kept.is_empty() {
             warnings.push(format!(
                 "rayshare: kept your runtime env value for {}",
-                kept.join(", ")
+                merged.kept.join(", ")
+            ));
+        }
+        if !merged.not_strings.is_empty() {
+            warnings.push(format!(
+                "rayshare: runtimeEnvYAML env_vars {} are not strings as KubeRay reads them (YAML 1.1: quote on/off/yes/no); Ray will reject the job",
+                merged.not_strings.join(", ")
             ));
         }
     }
@@ -225,5 +232,7 @@ fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {
     }))
 }
 
+#[cfg(test)]
+mod flyte_corpus_tests;
 #[cfg(test)]
 mod tests;
