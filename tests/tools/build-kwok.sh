@@ -15,6 +15,7 @@ set -euo pipefail
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 KWOK_MODULE="sigs.k8s.io/kwok"
 
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 log() { echo "build-kwok: $*" >&2; }
 command -v go >/dev/null 2>&1 || { log "go is not on PATH"; exit 1; }
 
@@ -32,7 +33,7 @@ if [[ "${1:-}" == "--stages" ]]; then
   exit 0
 fi
 
-script_sum="$(sha256sum <"${BASH_SOURCE[0]}")"
+script_sum="$(sha256sum <"$self")"
 key="$(printf '%s\n%s\n%s\n' "$KWOK_VERSION" "$script_sum" "$(go env GOVERSION)" | sha256sum | cut -c1-16)"
 cache_root="${RAYSHARE_CACHE:-${HOME:-/tmp}/.cache/rayshare}"
 out_dir="$cache_root/kwok-$key"
