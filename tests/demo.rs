@@ -85,7 +85,8 @@ async fn kubectl_get(client: &Client, path: &str) -> String {
 #[tokio::test]
 async fn demo() {
     let env = TestEnv::new("demo", DEFAULT_CONFIG, 1).await;
-    let kuberay = KubeRay::start("demo", &[&env.ns], &KubeRayOptions::default()).await;
+    // The only operator of this test binary: it watches every namespace.
+    let kuberay = KubeRay::start("demo", &[], &KubeRayOptions::default()).await;
     println!(
         "\nrayshare demo: namespace {} is enabled (label {ENABLE_LABEL}=true); KubeRay, \
          kube-scheduler, kube-controller-manager and kwok ({} fake nodes) are running\n",

@@ -123,7 +123,7 @@ fn scheduler_config(kubeconfig: &Path) -> String {
 
 /// The cluster around the control plane, once per test binary.
 pub struct World {
-    _processes: Vec<Process>,
+    processes: Vec<Process>,
     pub dir: PathBuf,
     pub nodes: Vec<String>,
 }
@@ -193,7 +193,7 @@ impl World {
             Process::spawn("kwok", kwok_cmd, dir.join("kwok.log")),
         ];
         let mut cluster = Self {
-            _processes: processes,
+            processes,
             dir,
             nodes: NODES.iter().map(|(n, _)| n.to_string()).collect(),
         };
@@ -206,7 +206,7 @@ impl World {
             .join()
         });
         if ready.is_err() {
-            for p in &mut cluster._processes {
+            for p in &mut cluster.processes {
                 p.assert_running();
                 eprintln!("--- {} ---\n{}", p.name, tail(&p.log));
             }
@@ -306,9 +306,10 @@ pub struct KubeRayOptions {
     pub batch_scheduler: Option<String>,
 }
 
-/// One KubeRay operator (ray-operator, tests/tools/build-kuberay.sh) watching the given
-/// namespaces only: no leader election, no metrics listener, its health probe on a free
-/// port of 127.0.0.1. Stopped when dropped.
+/// One KubeRay operator (ray-operator, tests/tools/build-kuberay.sh): no leader election,
+/// no metrics listener, its health probe on a free port of 127.0.0.1. Tests run several at
+/// once, each watching only its test's namespaces (with its own gates); with no namespaces
+/// given it watches all. Stopped when dropped.
 pub struct KubeRay {
     pub process: Process,
 }
@@ -326,8 +327,10 @@ impl KubeRay {
             "--log-stdout-encoder=console",
         ])
         .arg(format!("--health-probe-bind-address=127.0.0.1:{port}"))
-        .arg(format!("--watch-namespace={}", namespaces.join(",")))
         .env("KUBECONFIG", &CONTROL_PLANE.admin_kubeconfig);
+        if !namespaces.is_empty() {
+            cmd.arg(format!("--watch-namespace={}", namespaces.join(",")));
+        }
         if !options.feature_gates.is_empty() {
             cmd.arg(format!("--feature-gates={}", options.feature_gates));
         }
