@@ -62,12 +62,30 @@ async fn default_config_leaves_jobs_initializing() {
     );
 }
 
-/// With the stand-in spec KubeRay sizes the job's PodGroup from it (minMember 1, filled by
-/// the submitter), runs the job on the shared cluster and puts the submitter into the group.
+/// rayshare's config as the chart renders it with `sets`, its reclaimer kept to
+/// `namespace` (tests share one API server).
+fn chart_config(sets: &[&str], namespace: &str) -> String {
+    let configmap = helm_template("templates/configmap.yaml", sets)
+        .into_iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the chart renders its ConfigMap");
+    let mut config: serde_json::Value =
+        serde_norway::from_str(configmap["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    config["reclaim"]["namespaces"] = json!([namespace]);
+    serde_norway::to_string(&config).unwrap()
+}
+
+/// The chart's `kuberay.batchScheduler=volcano` turns the stand-in spec on. With it KubeRay
+/// sizes the job's PodGroup from the stand-in (minMember 1, filled by the submitter), runs
+/// the job on the shared cluster and puts the submitter into the group.
 #[tokio::test]
 async fn stand_in_spec_runs_jobs() {
-    let config = "sharedClusters:\n  volcanoStandInSpec: true\n";
-    let env = TestEnv::new("kr-volcano-stand-in", config, 1).await;
+    let config = chart_config(
+        &["kuberay.batchScheduler=volcano"],
+        "e2e-kr-volcano-stand-in",
+    );
+    assert!(config.contains("volcanoStandInSpec: true"), "{config}");
+    let env = TestEnv::new("kr-volcano-stand-in", &config, 1).await;
     let _kuberay = KubeRay::start(&env.name, &[&env.ns], &volcano()).await;
     let (file, job, run) = JOBS[0];
     let stored = create_job(&env, file, job).await;
@@ -114,6 +132,18 @@ async fn stand_in_spec_runs_jobs() {
             .get("scheduling.k8s.io/group-name"),
         Some(&group_name)
     );
+    // KubeRay's two groups (the shared cluster's, the job's) and none of rayshare's: it
+    // leaves pods that KubeRay already grouped alone.
+    let groups = pod_groups(&env).await;
+    let mut names: Vec<&str> = groups
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    let cluster_group = format!("ray-{cluster}-pg");
+    let mut want = vec![cluster_group.as_str(), group_name.as_str()];
+    want.sort();
+    assert_eq!(names, want);
     let submitter =
         kube::Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.admin.clone(), &env.ns)
             .get(job)
