@@ -1,9 +1,11 @@
-//! End-to-end harness: a real kube-apiserver + etcd (tests/controlplane), the real CRDs,
-//! and `rayshare serve` registered through the chart's own MutatingWebhookConfiguration.
+//! End-to-end harness: a real kube-apiserver + etcd (tests/controlplane), the real CRDs
+//! (from the Go modules of KubeRay and Volcano, tests/tools/crds.sh), and `rayshare serve`
+//! registered through the chart's own MutatingWebhookConfiguration.
 //!
 //! One control plane per test binary; each test gets its own namespaces, its own rayshare
 //! process(es) and its own webhook registration (selecting only its namespaces), so tests
-//! run in parallel without seeing each other.
+//! run in parallel without seeing each other. tests/kuberay/world.rs adds the scheduler,
+//! controller-manager, kwok and KubeRay for the tests that need them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
