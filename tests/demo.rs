@@ -1,5 +1,7 @@
-//! rayshare's main job, on the built-in local control plane: Flyte-shaped RayJobs from
-//! two runs of one config and one of another, and a Volcano pod, through the real webhook.
+//! rayshare's main job, on the built-in local cluster (a real API server, kube-scheduler,
+//! kube-controller-manager, kwok's fake nodes and the real KubeRay operator): Flyte-shaped
+//! RayJobs from two runs of one config and one of another, and a Volcano pod, through the
+//! real webhook. KubeRay brings up rayshare's shared clusters and runs every job on one.
 //!
 //! `bash tests/demo.sh` runs this with RAYSHARE_DEMO_WAIT=1: it then keeps everything
 //! running, with a kubeconfig for your own kubectl, until Ctrl-C. In `cargo test` it
@@ -8,19 +10,88 @@
 #[path = "e2e/harness.rs"]
 #[allow(dead_code)] // shared with the e2e tests, which use all of it
 mod harness;
+#[path = "kuberay/world.rs"]
+#[allow(dead_code)] // shared with the KubeRay tests
+mod world;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::Client;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 use harness::*;
+use world::*;
+
+/// What `kubectl get <resource> -n <namespace>` prints: the API server's own table for
+/// the resource (the columns kubectl shows by default).
+async fn kubectl_get(client: &Client, path: &str) -> String {
+    let request = hyper::Request::get(path)
+        .header(
+            "Accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = serde_json::from_str(&client.request_text(request).await.unwrap()).unwrap();
+    let columns: Vec<usize> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c["priority"].as_i64().unwrap_or(0) == 0)
+        .map(|(i, _)| i)
+        .collect();
+    let mut lines = vec![
+        columns
+            .iter()
+            .map(|&i| {
+                table["columnDefinitions"][i]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_uppercase()
+            })
+            .collect::<Vec<_>>(),
+    ];
+    for row in table["rows"].as_array().unwrap() {
+        lines.push(
+            columns
+                .iter()
+                .map(|&i| match &row["cells"][i] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => "<none>".into(),
+                    other => other.to_string(),
+                })
+                .collect(),
+        );
+    }
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+        .collect();
+    lines
+        .iter()
+        .map(|l| {
+            l.iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect::<Vec<_>>()
+                .join("   ")
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 #[tokio::test]
 async fn demo() {
     let env = TestEnv::new("demo", DEFAULT_CONFIG, 1).await;
+    // The only operator of this test binary: it watches every namespace.
+    let kuberay = KubeRay::start("demo", &[], &KubeRayOptions::default()).await;
     println!(
-        "\nrayshare demo: namespace {} is enabled (label {ENABLE_LABEL}=true)\n",
-        env.ns
+        "\nrayshare demo: namespace {} is enabled (label {ENABLE_LABEL}=true); KubeRay, \
+         kube-scheduler, kube-controller-manager and kwok ({} fake nodes) are running\n",
+        env.ns,
+        WORLD.nodes.len()
     );
     let mut selected = Vec::new();
     for file in [
@@ -41,19 +112,10 @@ async fn demo() {
             stored["metadata"]["name"].as_str().unwrap(),
             runtime_env["env_vars"]["RUN_NAME"].as_str().unwrap_or("?"),
         );
-        selected.push(cluster);
-    }
-    let clusters = env
-        .api(&ray_cluster_resource(), &env.ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    println!(
-        "\nRayClusters created by rayshare: {}",
-        clusters.items.len()
-    );
-    for c in &clusters.items {
-        println!("  {}", c.metadata.name.as_deref().unwrap_or(""));
+        selected.push((
+            stored["metadata"]["name"].as_str().unwrap().to_string(),
+            cluster,
+        ));
     }
     let pod: Pod = serde_json::from_value(sample("volcano-pod.yaml")).unwrap();
     let pod = Api::<Pod>::namespaced(env.admin.clone(), &env.ns)
@@ -67,36 +129,61 @@ async fn demo() {
         .unwrap_or_default()
         .get("scheduling.k8s.io/group-name")
         .cloned();
-    let groups = env
-        .api(&pod_group_resource(), &env.ns)
-        .list(&ListParams::default())
+    println!(
+        "Pod {} (schedulerName volcano) -> Volcano PodGroup {}",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        group.as_deref().unwrap_or("(none)")
+    );
+
+    // KubeRay takes over: both shared clusters come up, every job runs on its cluster.
+    let jobs = env.api(&ray_job_resource(), &env.ns);
+    for (job, cluster) in &selected {
+        wait_for_within(SLOW, &format!("KubeRay to start {job}"), || async {
+            let status = jobs.get(job).await.ok()?.data["status"].clone();
+            let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
+            (status["rayClusterName"] == cluster.as_str()
+                && !["", "New", "Initializing"].contains(&state))
+            .then_some(())
+        })
+        .await;
+    }
+    let ns = &env.ns;
+    println!("\n$ kubectl get rayclusters,rayjobs,pods -n {ns}");
+    for path in [
+        format!("/apis/ray.io/v1/namespaces/{ns}/rayclusters"),
+        format!("/apis/ray.io/v1/namespaces/{ns}/rayjobs"),
+        format!("/api/v1/namespaces/{ns}/pods"),
+    ] {
+        println!("{}\n", kubectl_get(&env.admin, &path).await);
+    }
+    println!(
+        "Two RayClusters for three jobs: KubeRay made the pods of rayshare's shared clusters \
+         only; the a0-* pods are the jobs' submitters. kwok plays the nodes, so no Ray runs: \
+         it completes each submitter at once, and KubeRay, finding no Ray job to follow, \
+         marks the job Failed 30 s later."
+    );
+
+    let clusters = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .list(&Default::default())
         .await
         .unwrap();
-    for g in &groups.items {
-        println!(
-            "\nPod {} -> Volcano PodGroup {} (queue {}, minResources {})",
-            pod.metadata.name.as_deref().unwrap_or(""),
-            g.metadata.name.as_deref().unwrap_or(""),
-            g.data["spec"]["queue"],
-            g.data["spec"]["minResources"],
-        );
-    }
-
     assert_eq!(
-        selected[0], selected[1],
+        selected[0].1, selected[1].1,
         "two runs of one config share a cluster"
     );
-    assert_ne!(selected[0], selected[2], "another config gets its own");
+    assert_ne!(selected[0].1, selected[2].1, "another config gets its own");
     assert_eq!(clusters.items.len(), 2);
     assert!(group.is_some());
-    assert_eq!(groups.items.len(), 1);
 
     if std::env::var_os("RAYSHARE_DEMO_WAIT").is_some() {
         println!(
-            "\nEverything keeps running. Try:\n  kubectl --kubeconfig {} get rayjobs,rayclusters,podgroups -n {}\nCtrl-C to stop.",
+            "\nEverything keeps running. Try:\n  kubectl --kubeconfig {} get rayclusters,rayjobs,pods,podgroups -n {ns}\n\
+             Logs: {}\nCtrl-C to stop.",
             CONTROL_PLANE.admin_kubeconfig.display(),
-            env.ns
+            WORLD.dir.display(),
         );
         let _ = tokio::signal::ctrl_c().await;
     }
+    drop(kuberay);
 }

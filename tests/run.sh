@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of rayshare: formatting, lints, unit tests, real-socket tests, the
-# end-to-end tests against a real kube-apiserver, and the Helm chart checks.
-# On a fresh machine this first builds the control plane and helm from Go modules.
+# end-to-end tests against a real kube-apiserver, the end-to-end tests through the real
+# KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes),
+# the demo, and the Helm chart checks.
+# On a fresh machine this first builds the control plane, helm, KubeRay and kwok from Go
+# modules (cached under ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -12,6 +15,12 @@ step "building the local control plane (kube-apiserver + etcd; cached after the 
 t=$SECONDS; bash tests/controlplane/build.sh >/dev/null; echo "control plane ready in $((SECONDS - t))s" >&2
 step "building helm (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-helm.sh >/dev/null; echo "helm ready in $((SECONDS - t))s" >&2
+step "building the KubeRay operator (cached after the first build)"
+t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
+step "building kwok (cached after the first build)"
+t=$SECONDS; bash tests/tools/build-kwok.sh >/dev/null; echo "kwok ready in $((SECONDS - t))s" >&2
+step "CRDs of KubeRay and Volcano from their Go modules (cached)"
+t=$SECONDS; bash tests/tools/crds.sh >/dev/null; echo "CRDs ready in $((SECONDS - t))s" >&2
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -19,7 +28,7 @@ step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 step "Helm chart: lint, render every certificate mode, deploy/ up to date"
 bash tests/tools/check-chart.sh
-step "cargo test (unit, server, end-to-end, demo)"
+step "cargo test (unit, server, end-to-end, through KubeRay, demo)"
 cargo test --all-targets --locked -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
 
 echo "all tests passed in $((SECONDS - start))s" >&2

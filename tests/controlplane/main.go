@@ -5,6 +5,7 @@
 // Usage:
 //
 //	rayshare-controlplane --data-dir DIR [--parent-pid N] [-- EXTRA-KUBE-APISERVER-FLAGS...]
+//	rayshare-controlplane kube-scheduler|kube-controller-manager [FLAGS...]   (components.go)
 //
 // When the apiserver is ready it writes DIR/admin.kubeconfig,
 // DIR/rayshare.kubeconfig, DIR/ready (containing the port) and prints
@@ -61,6 +62,9 @@ func logf(format string, args ...any) {
 }
 
 func main() {
+	if code, ok := runComponent(); ok {
+		os.Exit(code)
+	}
 	os.Exit(run())
 }
 

@@ -1,9 +1,11 @@
-//! End-to-end harness: a real kube-apiserver + etcd (tests/controlplane), the real CRDs,
-//! and `rayshare serve` registered through the chart's own MutatingWebhookConfiguration.
+//! End-to-end harness: a real kube-apiserver + etcd (tests/controlplane), the real CRDs
+//! (from the Go modules of KubeRay and Volcano, tests/tools/crds.sh), and `rayshare serve`
+//! registered through the chart's own MutatingWebhookConfiguration.
 //!
 //! One control plane per test binary; each test gets its own namespaces, its own rayshare
 //! process(es) and its own webhook registration (selecting only its namespaces), so tests
-//! run in parallel without seeing each other.
+//! run in parallel without seeing each other. tests/kuberay/world.rs adds the scheduler,
+//! controller-manager, kwok and KubeRay for the tests that need them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,15 +31,15 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn shared_dir() -> PathBuf {
-    std::env::var_os("RAYSHARE_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared"))
+/// Runs one of the project's build scripts; it prints a path on stdout.
+pub fn run_script(script: &Path) -> PathBuf {
+    run_script_with(script, &[])
 }
 
-fn run_script(script: &Path) -> PathBuf {
+pub fn run_script_with(script: &Path, args: &[&str]) -> PathBuf {
     let out = Command::new("bash")
         .arg(script)
+        .args(args)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
@@ -45,7 +47,7 @@ fn run_script(script: &Path) -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -53,7 +55,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn tail(path: &Path) -> String {
+/// The last 60 lines of a log.
+pub fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(60)..].join("\n")
@@ -100,6 +103,13 @@ pub fn helm_template(show_only: &str, sets: &[&str]) -> Vec<Value> {
 pub struct ControlPlane {
     _dir: tempfile::TempDir,
     _child: Child,
+    /// The rayshare-controlplane binary (it also runs kube-scheduler and
+    /// kube-controller-manager, see tests/controlplane/components.go).
+    #[allow(dead_code)] // for tests/kuberay and the demo
+    pub bin: PathBuf,
+    /// Its data directory: `pki/`, kubeconfigs, logs.
+    #[allow(dead_code)] // for tests/kuberay and the demo
+    pub dir: PathBuf,
     pub admin_kubeconfig: PathBuf,
     pub rayshare_kubeconfig: PathBuf,
 }
@@ -133,6 +143,8 @@ impl ControlPlane {
             std::thread::sleep(Duration::from_millis(200));
         }
         let cp = Self {
+            bin,
+            dir: dir.path().to_path_buf(),
             admin_kubeconfig: dir.path().join("admin.kubeconfig"),
             rayshare_kubeconfig: dir.path().join("rayshare.kubeconfig"),
             _dir: dir,
@@ -154,8 +166,7 @@ impl ControlPlane {
     async fn install(&self) {
         let client = client(&self.admin_kubeconfig).await;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for entry in std::fs::read_dir(shared_dir().join("crds")).expect("../shared/crds") {
-            let path = entry.unwrap().path();
+        for path in crd_files() {
             let crd: CustomResourceDefinition =
                 serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
             crds.create(&PostParams::default(), &crd)
@@ -179,6 +190,18 @@ impl ControlPlane {
             apply(&client, &object).await;
         }
     }
+}
+
+/// The CRD files of KubeRay and Volcano, from their Go modules (tests/tools/crds.sh).
+pub fn crd_files() -> Vec<PathBuf> {
+    let dir = run_script(&repo().join("tests/tools/crds.sh"));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
 }
 
 pub async fn client(kubeconfig: &Path) -> Client {
@@ -262,20 +285,46 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
+    wait_for_within(Duration::from_secs(60), what, check).await
+}
+
+/// [`wait_for`] with another deadline (for what a controller does on its own schedule).
+pub async fn wait_for_within<T, F, Fut>(deadline: Duration, what: &str, check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let started = Instant::now();
     loop {
         if let Some(v) = check().await {
             return v;
         }
-        if started.elapsed() > Duration::from_secs(60) {
-            panic!("timed out waiting for {what}");
+        if started.elapsed() > deadline {
+            panic!("timed out after {deadline:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// One `rayshare serve` process, stopped when dropped (and when the test binary dies:
-/// a bash wrapper kills it once its stdin, held by us, closes).
+/// `program` wrapped so that it dies with the test binary: a bash wrapper sends it SIGTERM
+/// once its stdin, held by us, closes (the child is dropped, or the test binary dies
+/// however it dies). Add the program's arguments to the returned command.
+pub fn supervised(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.args([
+        "-c",
+        // Background jobs get /dev/null as stdin unless told otherwise: hand the
+        // watcher our stdin explicitly (fd 3).
+        r#"exec 3<&0; "$@" & child=$!; { cat >/dev/null; kill -TERM $child 2>/dev/null; } <&3 & wait $child"#,
+        "bash",
+    ])
+    .arg(program)
+    .stdin(Stdio::piped());
+    cmd
+}
+
+/// One `rayshare serve` process, stopped when dropped (and when the test binary dies, see
+/// [`supervised`]).
 pub struct Rayshare {
     child: Child,
     dir: PathBuf,
@@ -325,15 +374,7 @@ impl Rayshare {
         std::fs::write(&config, config_yaml).unwrap();
         let log = dir.join(format!("{name}.log"));
         let _ = std::fs::rename(&log, dir.join(format!("{name}.previous.log")));
-        let child = Command::new("bash")
-            .args([
-                "-c",
-                // Background jobs get /dev/null as stdin unless told otherwise: hand the
-                // watcher our stdin explicitly (fd 3).
-                r#"exec 3<&0; "$@" & child=$!; { cat >/dev/null; kill -TERM $child 2>/dev/null; } <&3 & wait $child"#,
-                "bash",
-            ])
-            .arg(env!("CARGO_BIN_EXE_rayshare"))
+        let child = supervised(env!("CARGO_BIN_EXE_rayshare"))
             .arg("serve")
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
@@ -350,7 +391,6 @@ impl Rayshare {
             .env("RAYSHARE_LOG", "info,rayshare=debug")
             // Fast reconciler takeover when a test stops the leader.
             .env("RAYSHARE_LEADER_LEASE_SECONDS", "3")
-            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

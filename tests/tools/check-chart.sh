@@ -75,6 +75,7 @@ renders=(
   "other-release|team-hooks|platform|selfSigned|--set replicaCount=1 --set serviceMonitor.enabled=true --set priorityClassName=high --set image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   "pods-only|rayshare|rayshare-system|selfSigned|--set config.sharedClusters.enabled=false --set config.indices.enabled=false --set config.podGroups.schedulerNames={volcano,kai-scheduler}"
   "rayjobs-and-indices|rayshare|rayshare-system|selfSigned|--set config.podGroups.enabled=false --set webhook.failurePolicy=Fail --set webhook.reinvocationPolicy=Never"
+  "kuberay-volcano|rayshare|rayshare-system|selfSigned|--set kuberay.batchScheduler=volcano"
 )
 for r in "${renders[@]}"; do
   IFS='|' read -r name release ns mode extra <<<"$r"
@@ -106,6 +107,7 @@ refusals=(
   "shutdown delay + drain longer than the grace period|--set drainTimeoutSeconds=25"
   "every feature off|--set config.sharedClusters.enabled=false --set config.podGroups.enabled=false --set config.indices.enabled=false"
   "bad failurePolicy|--set webhook.failurePolicy=Maybe"
+  "unknown KubeRay batch scheduler|--set kuberay.batchScheduler=slurm"
 )
 for r in "${refusals[@]}"; do
   IFS='|' read -r name extra <<<"$r"

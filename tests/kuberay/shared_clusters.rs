@@ -1,0 +1,237 @@
+//! Flyte-shaped RayJobs through rayshare and the real KubeRay operator, in every config
+//! mode: KubeRay brings up exactly rayshare's shared clusters, binds each job to its
+//! cluster and submits it with that job's own runtime env.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::world::*;
+
+/// (sample, job name, its run).
+pub const JOBS: [(&str, &str, &str); 3] = [
+    ("rayjob-run-a.yaml", "a0-0", "a1b2c3"),
+    ("rayjob-run-b.yaml", "a0-1", "z9y8x7"),
+    ("rayjob-other-config.yaml", "a0-2", "q5w6e7"),
+];
+
+pub fn selected(job: &Value) -> Option<String> {
+    job["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .map(String::from)
+}
+
+pub async fn create_job(env: &TestEnv, file: &str, name: &str) -> Value {
+    let mut job = sample(file);
+    job["metadata"]["name"] = json!(name);
+    create_in(&env.admin, &env.ns, job, false).await
+}
+
+pub async fn ray_job(env: &TestEnv, name: &str) -> Value {
+    serde_json::to_value(
+        env.api(&ray_job_resource(), &env.ns)
+            .get(name)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+pub async fn ray_clusters(env: &TestEnv) -> BTreeMap<String, Value> {
+    list_json(&env.admin, &ray_cluster_resource(), &env.ns, "")
+        .await
+        .into_iter()
+        .map(|c| (c["metadata"]["name"].as_str().unwrap().to_string(), c))
+        .collect()
+}
+
+/// The runtime env the submitter hands to `ray job submit --runtime-env-json`.
+pub fn submitted_runtime_env(submitter: &Job) -> Value {
+    let spec = submitter
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let container = &spec.containers[0];
+    let line = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(line.contains("ray job submit"), "{line}");
+    // KubeRay passes the JSON as one Go-quoted word (strconv.Quote): a JSON string.
+    let rest = line
+        .split_once("--runtime-env-json ")
+        .unwrap_or_else(|| panic!("no --runtime-env-json in {line}"))
+        .1;
+    let mut de = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+    let quoted = de.next().unwrap().expect("a quoted JSON word");
+    serde_json::from_str(&quoted).unwrap()
+}
+
+/// KubeRay's verdicts on what rayshare made: no validation failure of any job or cluster.
+pub async fn assert_no_validation_failures(env: &TestEnv) {
+    for kind in ["RayJob", "RayCluster"] {
+        let bad: Vec<String> = describe(&events(&env.admin, &env.ns, kind).await)
+            .into_iter()
+            .filter(|e| e.contains(" Invalid") || e.contains("Validation"))
+            .collect();
+        assert!(bad.is_empty(), "KubeRay refused {kind}s: {bad:?}");
+    }
+    for job in list_json(&env.admin, &ray_job_resource(), &env.ns, "").await {
+        assert_ne!(
+            job["status"]["jobDeploymentStatus"], "ValidationFailed",
+            "{}",
+            job["status"]
+        );
+    }
+}
+
+async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
+    let env = TestEnv::new(name, config, 1).await;
+    let kuberay = KubeRay::start(name, &[&env.ns], &KubeRayOptions::default()).await;
+    let mut cluster_of = BTreeMap::new();
+    for (file, job, _) in JOBS {
+        let stored = create_job(&env, file, job).await;
+        let cluster = selected(&stored).unwrap_or_else(|| panic!("{job} was not rewritten"));
+        cluster_of.insert(job, cluster);
+    }
+    assert_eq!(cluster_of["a0-0"], cluster_of["a0-1"]);
+    assert_ne!(cluster_of["a0-0"], cluster_of["a0-2"]);
+    let shared: BTreeSet<String> = cluster_of.values().cloned().collect();
+
+    // KubeRay brings both shared clusters up, from their pods made Running by kwok.
+    wait_for_within(SLOW, "both shared clusters to be ready", || async {
+        let clusters = ray_clusters(&env).await;
+        shared
+            .iter()
+            .all(|c| {
+                clusters
+                    .get(c)
+                    .is_some_and(|c| c["status"]["state"] == "ready")
+            })
+            .then_some(())
+    })
+    .await;
+    let pods = ray_pods(&env.admin, &env.ns).await;
+    assert_eq!(
+        pods.keys().cloned().collect::<BTreeSet<_>>(),
+        shared,
+        "Ray pods of other clusters"
+    );
+    let clusters = ray_clusters(&env).await;
+    for (cluster, pods) in &pods {
+        let spec = &clusters[cluster]["spec"];
+        let workers: u64 = spec["workerGroupSpecs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["replicas"].as_u64().unwrap() * g["numOfHosts"].as_u64().unwrap_or(1))
+            .sum();
+        assert_eq!(pods.len() as u64, 1 + workers, "pods of {cluster}");
+        assert!(
+            pods.iter().all(pod_ready),
+            "pods of {cluster} not all ready"
+        );
+        let text = serde_json::to_string(pods).unwrap();
+        for (_, _, run) in JOBS {
+            assert!(
+                !text.contains(run),
+                "run {run} leaked into {cluster}'s pods"
+            );
+        }
+    }
+
+    // Each job: bound to its shared cluster, past Initializing, submitted by KubeRay's
+    // submitter Job with its own run's runtime env; the submitter's pod runs.
+    let submitters: Api<Job> = Api::namespaced(env.admin.clone(), &env.ns);
+    let job_pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    for (_, job, run) in JOBS {
+        let status = wait_for_within(SLOW, &format!("{job} to leave Initializing"), || async {
+            let status = ray_job(&env, job).await["status"].clone();
+            let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
+            (!["", "New", "Initializing"].contains(&state)).then_some(status)
+        })
+        .await;
+        assert_eq!(status["rayClusterName"], json!(cluster_of[job]), "{status}");
+        assert_ne!(
+            status["jobDeploymentStatus"], "ValidationFailed",
+            "{status}"
+        );
+        let submitter = wait_for(&format!("{job}'s submitter Job"), || async {
+            submitters.get_opt(job).await.ok()?
+        })
+        .await;
+        let runtime_env = submitted_runtime_env(&submitter);
+        assert_eq!(runtime_env["env_vars"]["RUN_NAME"], run, "{runtime_env}");
+        assert_eq!(runtime_env["pip"][0], "numpy==2.1.0", "{runtime_env}");
+        let phase = wait_for_within(SLOW, &format!("{job}'s submitter pod to run"), || async {
+            let list = job_pods
+                .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+                .await
+                .ok()?;
+            let phase = pod_phase(list.items.first()?).to_string();
+            ["Running", "Succeeded"]
+                .contains(&phase.as_str())
+                .then_some(phase)
+        })
+        .await;
+        eprintln!(
+            "[{name}] {job} (run {run}) -> {}: {}, submitter pod {phase}",
+            cluster_of[job], status["jobDeploymentStatus"]
+        );
+    }
+
+    // No RayCluster of a job's own, now or ever: KubeRay never created one.
+    assert_eq!(
+        ray_clusters(&env)
+            .await
+            .keys()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        shared
+    );
+    let created: Vec<String> = describe(&events(&env.admin, &env.ns, "RayJob").await)
+        .into_iter()
+        .filter(|e| e.contains("CreatedRayCluster") || e.contains("RayClusterNotFound"))
+        .collect();
+    assert!(created.is_empty(), "{created:?}");
+    assert_no_validation_failures(&env).await;
+    drop(kuberay);
+}
+
+#[tokio::test]
+async fn default_config() {
+    jobs_run_on_shared_clusters("kr-default", DEFAULT_CONFIG).await;
+}
+
+#[tokio::test]
+async fn pools() {
+    // Two jobs per cluster: the two runs of one config still share one.
+    let config = "sharedClusters:\n  maxJobsPerCluster: 2\n";
+    jobs_run_on_shared_clusters("kr-pools", config).await;
+}
+
+#[tokio::test]
+async fn autoscaling() {
+    let config = "sharedClusters:\n  autoscaling:\n    enabled: true\n    idleTimeoutSeconds: 60\n";
+    jobs_run_on_shared_clusters("kr-autoscaling", config).await;
+}
+
+#[tokio::test]
+async fn volcano_stand_in_spec_without_a_batch_scheduler() {
+    // The stand-in spec sits next to the selector: KubeRay validates it, and still runs
+    // the job on the shared cluster.
+    let config = "sharedClusters:\n  volcanoStandInSpec: true\n";
+    jobs_run_on_shared_clusters("kr-stand-in", config).await;
+}

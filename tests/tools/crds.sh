@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The CRDs every test world installs, read from the same Go modules as the programs that
+# serve them: KubeRay's from ray-operator at the version tests/tools/kuberay/go.mod pins
+# (the operator the tests run), Volcano's PodGroup and Queue from volcano.sh/volcano.
+#
+#   tests/tools/crds.sh   -> prints the directory holding the CRD files (stdout only)
+#
+# Cache: ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}/crds-<key>/, key = sha256 of the
+# sources below; the files are copied there, so a later `go clean -modcache` does not
+# matter. Progress goes to stderr. The benchmark calls this too.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+log() { echo "crds: $*" >&2; }
+
+KUBERAY_VERSION="$(awk '$1 == "github.com/ray-project/kuberay/ray-operator" { print $2; exit }' "$here/kuberay/go.mod")"
+[[ -n "$KUBERAY_VERSION" ]] || { log "no ray-operator version in $here/kuberay/go.mod"; exit 1; }
+VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
+
+# "module|version|directory in the module|CRD files"
+sources=(
+  "github.com/ray-project/kuberay/ray-operator|$KUBERAY_VERSION|config/crd/bases|ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml ray.io_raycronjobs.yaml"
+  "volcano.sh/volcano|$VOLCANO_VERSION|config/crd/volcano/bases|scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml"
+)
+
+key="$(printf '%s\n' "${sources[@]}" | sha256sum | cut -c1-16)"
+cache_root="${RAYSHARE_CACHE:-${HOME:-/tmp}/.cache/rayshare}"
+out_dir="$cache_root/crds-$key"
+
+if [[ -f "$out_dir/.complete" ]]; then
+  echo "$out_dir"
+  exit 0
+fi
+
+command -v go >/dev/null 2>&1 || { log "go is not on PATH"; exit 1; }
+# Outside any module or workspace of the caller; a caller's GOFLAGS=-mod=... would break
+# `go mod download module@version`.
+export GOFLAGS=""
+export GOWORK=off
+cd "${TMPDIR:-/tmp}"
+
+mkdir -p "$cache_root"
+tmp="$(mktemp -d "$cache_root/.crds.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+
+for src in "${sources[@]}"; do
+  IFS='|' read -r module version subdir files <<<"$src"
+  log "go mod download $module@$version"
+  json="$(go mod download -json "$module@$version")" || { log "cannot download $module@$version: $json"; exit 1; }
+  dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")"
+  [[ -n "$dir" && -d "$dir/$subdir" ]] || { log "$module@$version has no $subdir"; exit 1; }
+  for f in $files; do
+    [[ -f "$dir/$subdir/$f" ]] || { log "$module@$version has no $subdir/$f"; exit 1; }
+    cp "$dir/$subdir/$f" "$tmp/$f"
+  done
+done
+chmod -R u+w "$tmp"
+chmod 0755 "$tmp"
+touch "$tmp/.complete"
+
+# Publish atomically; a concurrent run that won the race is fine too.
+if ! mv -T "$tmp" "$out_dir" 2>/dev/null; then
+  [[ -f "$out_dir/.complete" ]] || { log "could not install into $out_dir"; exit 1; }
+fi
+trap - EXIT
+echo "$out_dir"
