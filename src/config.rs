@@ -62,6 +62,9 @@ pub struct Reclaim {
     /// Cap on what a job may ask for.
     pub max_idle_ttl_seconds: u64,
     pub interval_seconds: u64,
+    /// How long an idle cluster carries the reclaim mark before it is deleted: longer
+    /// than an admitted job takes to be stored (the webhook timeout and then some).
+    pub quiet_seconds: u64,
     /// Only log what would be deleted.
     pub dry_run: bool,
     /// Reclaim only in these namespaces (empty: all).
@@ -131,6 +134,7 @@ impl Default for Reclaim {
             ttl_annotation: "rayshare.io/idle-ttl-seconds".into(),
             max_idle_ttl_seconds: 86400,
             interval_seconds: 30,
+            quiet_seconds: 40,
             dry_run: false,
             namespaces: vec![],
         }

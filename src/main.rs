@@ -125,10 +125,15 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
         .clone()
         .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
     // Caches, reconcilers and certificate reloads are spawned onto the background runtime.
-    let (world, reconcilers) = {
+    let (world, tasks) = {
         let _on = background.enter();
-        let world = KubeWorld::start(client, background_client.clone(), &config, health.clone());
-        let reconcilers = reconcile::spawn_all(
+        let (world, wakeups) =
+            KubeWorld::start(client, background_client.clone(), &config, health.clone());
+        let mut tasks: Vec<_> = wakeups
+            .map(|w| reconcile::provision::spawn(world.clone(), config.clone(), metrics.clone(), w))
+            .into_iter()
+            .collect();
+        tasks.extend(reconcile::spawn_all(
             background_client,
             config.clone(),
             metrics.clone(),
@@ -137,13 +142,13 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
                 identity,
                 lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
             },
-        );
+        ));
         tokio::spawn(certs.clone().watch(
             files,
             Duration::from_secs(args.cert_reload_seconds.max(1)),
             metrics.clone(),
         ));
-        (world, reconcilers)
+        (world, tasks)
     };
     let state = Arc::new(AppState {
         config,
@@ -167,7 +172,7 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
             shutdown.await;
             // A draining replica must not keep deleting as leader; another takes over
             // when its lease runs out.
-            if let Some(task) = reconcilers {
+            for task in tasks {
                 task.abort();
             }
         },

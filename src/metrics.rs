@@ -43,6 +43,10 @@ pub struct Metrics {
     pub created: Family<KindLabel, Counter>,
     pub deleted: Family<KindLabel, Counter>,
     pub reused: Family<KindLabel, Counter>,
+    pub planned: Family<KindLabel, Counter>,
+    pub provision_passes: Counter,
+    pub reconcile_passes: Family<KindLabel, Counter>,
+    pub provision_seconds: Histogram,
     pub errors: Family<CauseLabel, Counter>,
     pub cert_reloads: Family<CauseLabel, Counter>,
     pub in_flight: Gauge,
@@ -88,6 +92,32 @@ impl Default for Metrics {
             "Admissions that found the object they needed already there (creations avoided)",
             reused.clone(),
         );
+        let planned = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "objects_planned",
+            "Admissions whose object did not exist yet: the provisioner makes it once the admitted object is stored",
+            planned.clone(),
+        );
+        let provision_passes = Counter::default();
+        registry.register(
+            "provision_passes",
+            "Looks the provisioner took at stored RayJobs and their shared clusters",
+            provision_passes.clone(),
+        );
+        let reconcile_passes = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "reconcile_passes",
+            "Passes of the leader's reconcilers, by the kind they reconcile",
+            reconcile_passes.clone(),
+        );
+        let provision_seconds = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 14),
+        );
+        registry.register(
+            "provision_create_seconds",
+            "Time of the API call that created a shared cluster",
+            provision_seconds.clone(),
+        );
         let errors = Family::<CauseLabel, Counter>::default();
         registry.register("errors", "Errors by cause", errors.clone());
         let cert_reloads = Family::<CauseLabel, Counter>::default();
@@ -124,6 +154,10 @@ impl Default for Metrics {
             created,
             deleted,
             reused,
+            planned,
+            provision_passes,
+            reconcile_passes,
+            provision_seconds,
             errors,
             cert_reloads,
             in_flight,

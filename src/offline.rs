@@ -69,6 +69,11 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
         let request = request_for(doc, namespace, index)?;
         let before = world.created().len();
         let admission = admission::admit(&request, config, &world, None).await;
+        let stored = admission
+            .object
+            .as_ref()
+            .filter(|_| admission.verdict.allowed);
+        let provisioned = stored.and_then(|o| world.store(o, config));
         let creates = world.created();
         let patch = admission
             .verdict
@@ -83,7 +88,7 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
                 .unwrap_or(Value::Null),
             patch,
             creates: if creates.len() > before {
-                admission.ensured
+                provisioned.map_or(admission.ensured, |c| vec![c])
             } else {
                 vec![]
             },

@@ -22,6 +22,8 @@ pub struct ClusterInfo {
     pub idle_ttl: Option<String>,
     /// Being deleted (has a deletionTimestamp).
     pub deleting: bool,
+    /// When the reclaimer marked it for deletion (see `reclaim::step`).
+    pub marked: Option<Timestamp>,
 }
 
 impl ClusterInfo {
@@ -54,6 +56,8 @@ impl ClusterInfo {
                 .and_then(|t| t.parse().ok()),
             idle_ttl: labels::get(cluster, "annotations", labels::IDLE_TTL).map(Into::into),
             deleting: cluster["metadata"]["deletionTimestamp"].is_string(),
+            marked: labels::get(cluster, "annotations", reclaim::MARKED)
+                .and_then(|t| t.parse().ok()),
         }
     }
 }

@@ -1,12 +1,13 @@
 //! When a shared cluster may be deleted (pure). The reconciler in `reconcile/clusters.rs`
-//! carries the decisions out.
+//! carries the decisions out; the provisioner (`reconcile/provision.rs`) writes the stamps.
 //!
-//! The hand-off with admission: the webhook stamps a cluster's `last-admitted` annotation
-//! whenever the stamp is older than a quarter of the TTL, and the reconciler deletes only
-//! with a `resourceVersion` precondition from the read that found it idle. A job admitted
-//! onto a cluster while it is judged idle either changes the resourceVersion (the delete
-//! fails) or finds the cluster gone or terminating (the webhook recreates it, or passes the
-//! job unchanged). No job ends up selecting a deleted cluster.
+//! The hand-off: the reclaimer first marks an idle cluster ([`MARKED`], conditioned on the
+//! resourceVersion it judged), waits the quiet period, and deletes it only if it is still
+//! idle, conditioned on the resourceVersion of that second look. A job admitted onto the
+//! cluster meanwhile is stored within the quiet period; the provisioner sees it and lifts
+//! the mark (changing the resourceVersion, so the deletion fails). Should a job still end
+//! up selecting a deleted cluster, the provisioner makes the cluster again from the spec
+//! the job carries: no job is stranded.
 
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
+/// Set by the reclaimer on an idle cluster it will delete after the quiet period.
+pub const MARKED: &str = "rayshare.io/reclaim-marked-at";
 
 /// KubeRay job deployment states after which a job no longer needs its cluster.
 const TERMINAL: [&str; 3] = ["Complete", "Failed", "ValidationFailed"];
@@ -81,6 +84,73 @@ pub fn stamp_due(reference: Option<Timestamp>, ttl: Duration, now: Timestamp) ->
     reference.is_none_or(|r| since(now, r) > ttl / 4)
 }
 
+/// What the reclaimer does with a cluster next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Keep,
+    /// Idle past its TTL: mark it, so admission and the provisioner can still save it.
+    Mark,
+    /// Marked, but no longer idle: take the mark off.
+    Unmark,
+    /// Marked for the whole quiet period and still idle: delete it.
+    Delete,
+}
+
+/// The reclaim hand-off: a cluster is deleted only after it has carried the mark for
+/// `quiet` (longer than an admission takes to be stored), so a job admitted onto it
+/// in the meantime is seen stored first (the provisioner then lifts the mark, which also
+/// changes the resourceVersion the deletion is conditioned on).
+pub fn step(
+    decision: &Decision,
+    marked: Option<Timestamp>,
+    quiet: Duration,
+    now: Timestamp,
+) -> Step {
+    match (decision, marked) {
+        (Decision::Reclaim { .. }, None) => Step::Mark,
+        (Decision::Reclaim { .. }, Some(at)) if since(now, at) >= quiet => Step::Delete,
+        (Decision::Reclaim { .. }, Some(_)) => Step::Keep,
+        (_, Some(_)) => Step::Unmark,
+        (_, None) => Step::Keep,
+    }
+}
+
+/// The TTL a job asks for with `annotation`, capped at `max`.
+pub fn job_ttl(job: &Value, annotation: &str, max: u64) -> Option<u64> {
+    let asked = crate::domain::labels::get(job, "annotations", annotation)?;
+    asked.parse::<u64>().ok().map(|t| t.min(max))
+}
+
+/// The annotations the provisioner writes on a live shared cluster that stored, active
+/// jobs use: a fresher last-admitted stamp (the newest job's creation), a longer TTL a
+/// job asks for, and no reclaim mark. `None`: nothing to write.
+pub fn refresh(
+    cluster: &crate::domain::cluster::ClusterInfo,
+    newest_job: Timestamp,
+    wanted_ttl: Option<u64>,
+    default_ttl: u64,
+) -> Option<Value> {
+    let ttl = ttl(cluster.idle_ttl.as_deref(), default_ttl);
+    let reference = cluster.last_admitted.max(cluster.created);
+    let marked = cluster.marked.is_some();
+    let longer = wanted_ttl.filter(|t| Duration::from_secs(*t) > ttl);
+    let stamp = marked || stamp_due(reference, ttl, newest_job);
+    if !stamp && longer.is_none() {
+        return None;
+    }
+    let mut annotations = serde_json::Map::new();
+    if stamp {
+        annotations.insert(LAST_ADMITTED.into(), newest_job.to_string().into());
+    }
+    if let Some(t) = longer {
+        annotations.insert(crate::domain::labels::IDLE_TTL.into(), t.to_string().into());
+    }
+    if marked {
+        annotations.insert(MARKED.into(), Value::Null);
+    }
+    Some(serde_json::json!({ "metadata": { "annotations": annotations } }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +188,85 @@ mod tests {
     #[case(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}), true)]
     fn terminal_jobs(#[case] job: Value, #[case] terminal: bool) {
         assert_eq!(is_terminal(&job), terminal);
+    }
+
+    #[rstest]
+    #[case::busy_unmarked(Decision::Busy { active_jobs: 1 }, None, Step::Keep)]
+    #[case::idle_unmarked(Decision::Idle { remaining: Duration::from_secs(5) }, None, Step::Keep)]
+    #[case::expired_unmarked(Decision::Reclaim { idle_for: Duration::ZERO }, None, Step::Mark)]
+    #[case::expired_marked_just_now(Decision::Reclaim { idle_for: Duration::ZERO }, Some("2026-01-01T00:00:20Z"), Step::Keep)]
+    #[case::expired_marked_long_ago(Decision::Reclaim { idle_for: Duration::ZERO }, Some("2026-01-01T00:00:00Z"), Step::Delete)]
+    #[case::busy_marked(Decision::Busy { active_jobs: 1 }, Some("2026-01-01T00:00:00Z"), Step::Unmark)]
+    #[case::idle_again_marked(Decision::Idle { remaining: Duration::from_secs(5) }, Some("2026-01-01T00:00:00Z"), Step::Unmark)]
+    fn reclaim_steps(#[case] decision: Decision, #[case] marked: Option<&str>, #[case] want: Step) {
+        let now = t("2026-01-01T00:00:30Z");
+        let quiet = Duration::from_secs(30);
+        assert_eq!(step(&decision, marked.map(t), quiet, now), want);
+    }
+
+    fn info(
+        created: &str,
+        stamp: Option<&str>,
+        ttl: Option<&str>,
+        marked: bool,
+    ) -> crate::domain::cluster::ClusterInfo {
+        crate::domain::cluster::ClusterInfo {
+            created: Some(t(created)),
+            last_admitted: stamp.map(t),
+            idle_ttl: ttl.map(Into::into),
+            marked: marked.then(|| t(created)),
+            ..Default::default()
+        }
+    }
+
+    #[rstest]
+    // TTL 400 s: a stamp is due once the newest job is 100 s newer than the reference.
+    #[case::fresh_cluster(
+        info("2026-01-01T00:00:00Z", None, Some("400"), false),
+        "2026-01-01T00:01:00Z",
+        None,
+        None
+    )]
+    #[case::stamp_due(info("2026-01-01T00:00:00Z", None, Some("400"), false), "2026-01-01T00:02:00Z", None, Some(json!({"rayshare.io/last-admitted": "2026-01-01T00:02:00Z"})))]
+    #[case::recent_stamp(
+        info(
+            "2026-01-01T00:00:00Z",
+            Some("2026-01-01T00:01:30Z"),
+            Some("400"),
+            false
+        ),
+        "2026-01-01T00:02:00Z",
+        None,
+        None
+    )]
+    #[case::longer_ttl(info("2026-01-01T00:00:00Z", None, Some("400"), false), "2026-01-01T00:01:00Z", Some(900), Some(json!({"rayshare.io/idle-ttl-seconds": "900"})))]
+    #[case::shorter_ttl(
+        info("2026-01-01T00:00:00Z", None, Some("400"), false),
+        "2026-01-01T00:01:00Z",
+        Some(100),
+        None
+    )]
+    #[case::marked(info("2026-01-01T00:00:00Z", None, Some("400"), true), "2026-01-01T00:00:10Z", None, Some(json!({"rayshare.io/last-admitted": "2026-01-01T00:00:10Z", "rayshare.io/reclaim-marked-at": null})))]
+    fn refreshes(
+        #[case] cluster: crate::domain::cluster::ClusterInfo,
+        #[case] newest: &str,
+        #[case] wanted: Option<u64>,
+        #[case] want: Option<Value>,
+    ) {
+        let got = refresh(&cluster, t(newest), wanted, 60);
+        assert_eq!(
+            got,
+            want.map(|a| json!({ "metadata": { "annotations": a } }))
+        );
+    }
+
+    #[rstest]
+    #[case::none(json!({}), None)]
+    #[case::asked(json!({"metadata": {"annotations": {"ttl": "120"}}}), Some(120))]
+    #[case::capped(json!({"metadata": {"annotations": {"ttl": "99999"}}}), Some(3600))]
+    #[case::junk(json!({"metadata": {"annotations": {"ttl": "soon"}}}), None)]
+    fn job_ttls(#[case] job: Value, #[case] want: Option<u64>) {
+        assert_eq!(job_ttl(&job, "ttl", 3600), want);
     }
 
     #[test]

@@ -1,16 +1,18 @@
-//! Reclaims shared clusters that stayed idle past their TTL (see `crate::domain::reclaim` for the
-//! rule and the hand-off with admission that keeps jobs from being stranded).
+//! Reclaims shared clusters that stayed idle past their TTL: mark, wait the quiet period,
+//! delete (see `crate::domain::reclaim` for the rule and the hand-off with the provisioner
+//! that keeps jobs from being stranded).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 
 use super::{for_each_page, list_metadata};
 use crate::config::Config;
 use crate::domain::labels;
-use crate::domain::reclaim::{self, Decision};
+use crate::domain::reclaim::{self, Decision, Step};
 use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
 use crate::world::kube::{ray_cluster_resource, ray_job_resource};
 
@@ -97,44 +99,71 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
                 cluster: name.clone(),
             })
             .set(u.active as i64);
-        let Decision::Reclaim { idle_for } = decision else {
-            continue;
-        };
         if meta.deletion_timestamp.is_some() {
             continue;
         }
-        let reason = format!(
-            "no active RayJob for {}s (TTL {}s)",
-            idle_for.as_secs(),
-            ttl.as_secs()
-        );
-        if cfg.dry_run {
-            tracing::info!(namespace = %ns, cluster = %name, %reason, "would reclaim idle shared cluster (dry run)");
+        let marked = annotations
+            .get(reclaim::MARKED)
+            .and_then(|t| t.parse().ok());
+        let quiet = Duration::from_secs(cfg.quiet_seconds);
+        let step = reclaim::step(&decision, marked, quiet, now);
+        if step == Step::Keep {
             continue;
         }
-        // The resourceVersion we judged by: a job admitted since (stamp) makes this fail.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-            }),
-            ..DeleteParams::default()
+        let reason = match decision {
+            Decision::Reclaim { idle_for } => format!(
+                "no active RayJob for {}s (TTL {}s)",
+                idle_for.as_secs(),
+                ttl.as_secs()
+            ),
+            _ => "in use again".into(),
         };
+        if cfg.dry_run {
+            tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim (dry run): nothing done");
+            continue;
+        }
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
-        match api.delete(&name, &params).await {
-            Ok(_) => {
+        let result = match step {
+            Step::Delete => {
+                // The resourceVersion we judged by: the provisioner lifting the mark for a
+                // job stored meanwhile makes this fail.
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: meta.uid.clone(),
+                        resource_version: meta.resource_version.clone(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                api.delete(&name, &params).await.map(|_| ())
+            }
+            _ => {
+                let mark = (step == Step::Mark).then(|| now.to_string());
+                let patch = serde_json::json!({ "metadata": {
+                    "resourceVersion": meta.resource_version,
+                    "annotations": { reclaim::MARKED: mark },
+                }});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) if step == Step::Delete => {
                 tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
                 metrics
                     .deleted
                     .get_or_create(&KindLabel { kind: "RayCluster" })
                     .inc();
             }
+            Ok(()) => {
+                tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim mark changed");
+            }
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {
-                tracing::info!(namespace = %ns, cluster = %name, "not reclaimed: it changed (a job was admitted) or is gone");
+                tracing::info!(namespace = %ns, cluster = %name, ?step, "not done: the cluster changed (a job was stored) or is gone");
             }
             Err(e) => {
-                tracing::warn!(namespace = %ns, cluster = %name, error = %e, "reclaim delete failed");
+                tracing::warn!(namespace = %ns, cluster = %name, error = %e, ?step, "reclaim call failed");
                 metrics.error("reconcile_delete");
             }
         }

@@ -5,6 +5,7 @@ pub mod clusters;
 pub mod index_claims;
 pub mod leader;
 pub mod pod_groups;
+pub mod provision;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,76 +125,106 @@ pub async fn delete_exact(
     }
 }
 
-/// Runs the enabled reconcilers forever, each pass only while this replica leads.
-/// Runs the enabled reconcilers; the handle stops them (at shutdown, so a draining
-/// replica no longer acts as leader).
+/// Runs the enabled reconcilers, each in its own task on its own schedule, a pass only
+/// while this replica leads (one task holds the lease). Aborting the handles stops them
+/// (at shutdown, so a draining replica no longer acts as leader).
 pub fn spawn_all(
     client: Client,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     election: Election,
-) -> Option<tokio::task::JoinHandle<()>> {
-    let interval = [
-        config
-            .pod_groups
-            .enabled
-            .then_some(config.pod_groups.reconcile_interval_seconds),
-        config
-            .indices
-            .enabled
-            .then_some(config.indices.reconcile_interval_seconds),
-    ]
-    .into_iter()
-    .flatten()
-    .min();
-    let interval = interval?;
-    let elector = leader::Elector::new(
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let every = |enabled: bool, secs: u64| enabled.then(|| Duration::from_secs(secs.max(1)));
+    let schedules = [
+        every(
+            config.pod_groups.enabled,
+            config.pod_groups.reconcile_interval_seconds,
+        ),
+        every(
+            config.indices.enabled,
+            config.indices.reconcile_interval_seconds,
+        ),
+        every(
+            config.reclaim.enabled && config.shared_clusters.enabled,
+            config.reclaim.interval_seconds,
+        ),
+    ];
+    if schedules.iter().all(Option::is_none) {
+        return vec![];
+    }
+    let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    let mut tasks = vec![tokio::spawn(lead(
         client.clone(),
+        election,
+        leading_tx,
+        metrics.clone(),
+    ))];
+    for (which, interval) in schedules.into_iter().enumerate() {
+        let Some(interval) = interval else { continue };
+        let (client, config, metrics) = (client.clone(), config.clone(), metrics.clone());
+        let mut leading = leading.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                // Not leading: wait for leadership rather than polling.
+                if leading.wait_for(|l| *l).await.is_err() {
+                    return;
+                }
+                match which {
+                    0 => pod_groups::pass(&client, &config.pod_groups, &metrics).await,
+                    1 => index_claims::pass(&client, &config.indices, &metrics).await,
+                    _ => clusters::pass(&client, &config, &metrics).await,
+                }
+                metrics
+                    .reconcile_passes
+                    .get_or_create(&KindLabel {
+                        kind: RECONCILERS[which],
+                    })
+                    .inc();
+            }
+        }));
+    }
+    tasks
+}
+
+/// The reconcilers, as named in the `rayshare_reconcile_passes` metric.
+const RECONCILERS: [&str; 3] = ["PodGroup", "IndexClaim", "RayCluster"];
+
+/// Holds (or tries to take) the lease, telling the reconcilers whether they lead.
+async fn lead(
+    client: Client,
+    election: Election,
+    leading: tokio::sync::watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+) {
+    let elector = leader::Elector::new(
+        client,
         &election.namespace,
         LEASE_NAME,
         &election.identity,
         election.lease,
     );
-    let lease = election.lease;
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(interval).min(lease / 3));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut leading = false;
-        // Each reconciler on its own interval; the tick also renews the lease.
-        let start = tokio::time::Instant::now();
-        let mut due = [start; 3];
-        let every = |secs: u64| Duration::from_secs(secs);
-        loop {
-            tick.tick().await;
-            match elector.try_lead().await {
-                Ok(now_leading) => {
-                    if now_leading != leading {
-                        tracing::info!(leading = now_leading, "reconciler leadership changed");
-                    }
-                    leading = now_leading;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "leader election failed");
-                    metrics.error("leader_election");
-                    leading = false;
-                }
+    let mut tick = tokio::time::interval(election.lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now_leading = match elector.try_lead().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "leader election failed");
+                metrics.error("leader_election");
+                false
             }
-            if !leading {
-                continue;
+        };
+        leading.send_if_modified(|l| {
+            let changed = *l != now_leading;
+            if changed {
+                tracing::info!(leading = now_leading, "reconciler leadership changed");
             }
-            let now = tokio::time::Instant::now();
-            if config.pod_groups.enabled && now >= due[0] {
-                pod_groups::pass(&client, &config.pod_groups, &metrics).await;
-                due[0] = now + every(config.pod_groups.reconcile_interval_seconds);
-            }
-            if config.indices.enabled && now >= due[1] {
-                index_claims::pass(&client, &config.indices, &metrics).await;
-                due[1] = now + every(config.indices.reconcile_interval_seconds);
-            }
-            if config.reclaim.enabled && config.shared_clusters.enabled && now >= due[2] {
-                clusters::pass(&client, &config, &metrics).await;
-                due[2] = now + every(config.reclaim.interval_seconds);
-            }
-        }
-    }))
+            *l = now_leading;
+            changed
+        });
+    }
 }

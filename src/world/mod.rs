@@ -127,6 +127,34 @@ fn key(object: &Value) -> (String, String, String) {
 }
 
 impl MemoryWorld {
+    /// What follows once the API server stores an admitted object: the provisioner makes
+    /// the shared cluster a rewritten RayJob selects (as `reconcile::provision` does from
+    /// the stored job). Returns what was created.
+    pub fn store(&self, admitted: &Value, config: &crate::config::Config) -> Option<Value> {
+        let mut cluster =
+            crate::domain::shared_cluster::cluster_for_job(admitted, &config.shared_clusters)
+                .ok()?;
+        let reclaim = &config.reclaim;
+        let ttl = crate::domain::reclaim::job_ttl(
+            admitted,
+            &reclaim.ttl_annotation,
+            reclaim.max_idle_ttl_seconds,
+        )
+        .unwrap_or(reclaim.idle_ttl_seconds);
+        crate::domain::labels::set(
+            &mut cluster,
+            "annotations",
+            crate::domain::labels::IDLE_TTL,
+            &ttl.to_string(),
+        );
+        let mut objects = self.objects.lock().expect("not poisoned");
+        if objects.contains_key(&key(&cluster)) {
+            return None;
+        }
+        objects.insert(key(&cluster), cluster.clone());
+        Some(cluster)
+    }
+
     /// Objects created so far, in a stable order.
     pub fn created(&self) -> Vec<Value> {
         let objects = self.objects.lock().expect("not poisoned");

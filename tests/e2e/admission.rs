@@ -46,11 +46,11 @@ async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
     let stored_job = create_in(&env.admin, &env.ns, job, false).await;
     assert_subset(&intended_job["spec"], &stored_job["spec"], "RayJob.spec");
     let name = intended_cluster["metadata"]["name"].as_str().unwrap();
-    let stored_cluster = env
-        .api(&ray_cluster_resource(), &env.ns)
-        .get(name)
-        .await
-        .unwrap();
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    let stored_cluster = wait_for("the provisioner to make the cluster", || async {
+        clusters.get_opt(name).await.ok().flatten()
+    })
+    .await;
     let stored_cluster = serde_json::to_value(stored_cluster).unwrap();
     assert_subset(
         &intended_cluster["spec"],

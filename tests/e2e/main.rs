@@ -6,4 +6,5 @@ mod harness;
 mod indices;
 mod pod_groups;
 mod reclaim;
+mod security;
 mod shared_clusters;

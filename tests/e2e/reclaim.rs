@@ -46,8 +46,7 @@ async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
-    let config =
-        "reclaim:\n  idleTtlSeconds: 2\n  intervalSeconds: 1\n  namespaces: [e2e-reclaim]\n";
+    let config = "reclaim:\n  idleTtlSeconds: 2\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [e2e-reclaim]\n";
     let env = TestEnv::new("reclaim", config, 1).await;
     let idle = selected(&create_job(&env, "rayjob-run-a.yaml", "done", json!({})).await).unwrap();
     let busy = selected(&create_job(&env, "rayjob-other-config.yaml", "running", json!({})).await)
@@ -82,29 +81,33 @@ async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
 /// while the job is active.
 #[tokio::test]
 async fn jobs_admitted_during_reclamation_are_never_stranded() {
-    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  namespaces: [e2e-race]\n";
+    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  quietSeconds: 1\n  namespaces: [e2e-race]\n";
     let env = TestEnv::new("race", config, 1).await;
     let mut uids = BTreeSet::new();
     let mut unchanged = 0;
-    for i in 0..30u64 {
+    for i in 0..20u64 {
         let name = format!("job-{i}");
         let job = create_job(&env, "rayjob-run-a.yaml", &name, json!({})).await;
         match selected(&job) {
             Some(cluster) => {
-                // The job is active: its cluster must exist now, and stay.
+                // The job is active: the provisioner makes its cluster (or finds it),
+                // and it stays while the job runs.
+                let made = format!("the cluster {cluster} of stored job {name}");
+                uids.insert(wait_for(&made, || cluster_uid(&env, &cluster)).await);
                 for _ in 0..2 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
                     let uid = cluster_uid(&env, &cluster).await;
                     assert!(uid.is_some(), "job {name} selects {cluster}, which is gone");
                     uids.extend(uid);
-                    tokio::time::sleep(Duration::from_millis(300)).await;
                 }
             }
             None => unchanged += 1, // fail-open: the job kept its own cluster
         }
         finish(&env, &name).await;
-        // Land the next admission at varying points of the idle TTL (1 s) and of the
-        // reclaimer's cycle (1 s): before, around and after the cluster is reclaimed.
-        tokio::time::sleep(Duration::from_millis((i * 337) % 3000)).await;
+        // Land the next admission at varying points of the idle TTL (1 s), the
+        // reclaimer's cycle (1 s) and its quiet period (1 s): before, around and after
+        // the cluster is marked and reclaimed.
+        tokio::time::sleep(Duration::from_millis((i * 337) % 5000)).await;
     }
     eprintln!(
         "[race] {} cluster incarnations, {unchanged} jobs passed unchanged",
@@ -140,8 +143,7 @@ async fn the_pool_spreads_jobs_over_clusters_of_one_config() {
 
 #[tokio::test]
 async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
-    let config =
-        "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  namespaces: [e2e-handoff]\n";
+    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [e2e-handoff]\n";
     let mut env = TestEnv::new("handoff", config, 2).await;
     let leases: Api<Lease> = Api::namespaced(env.admin.clone(), &env.ns);
     let holder = || async {

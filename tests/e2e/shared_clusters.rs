@@ -49,8 +49,11 @@ async fn jobs_of_one_config_share_a_cluster_and_another_config_gets_its_own() {
     assert_eq!(runtime_env["pip"][0], "numpy==2.1.0");
     let name = selected(&stored);
 
-    // The cluster exists, validated by the real CRD, with the stripped spec.
-    let all = clusters(&env).await;
+    // The provisioner makes the cluster (validated by the real CRD, the stripped spec).
+    let all = wait_for("the shared cluster", || async {
+        Some(clusters(&env).await).filter(|c| !c.is_empty())
+    })
+    .await;
     assert_eq!(all.len(), 1);
     let cluster = &all[0];
     assert_eq!(cluster["metadata"]["name"], json!(name));
@@ -79,12 +82,20 @@ async fn jobs_of_one_config_share_a_cluster_and_another_config_gets_its_own() {
     assert_eq!(clusters(&env).await.len(), 1);
     let other = create_job(&env, sample("rayjob-other-config.yaml"), "a0-2", false).await;
     assert_ne!(selected(&other), name);
-    assert_eq!(clusters(&env).await.len(), 2);
-    let metrics = env.instances[0].metrics().await;
-    assert!(
-        metrics.contains("rayshare_objects_created_total{kind=\"RayCluster\"} 2"),
-        "{metrics}"
-    );
+    wait_for("a second cluster for the other config", || async {
+        (clusters(&env).await.len() == 2).then_some(())
+    })
+    .await;
+    // Counted once each: one planned at admission and made by the provisioner, one reused.
+    let counted = |m: &str| {
+        m.contains("rayshare_objects_created_total{kind=\"RayCluster\"} 2")
+            && m.contains("rayshare_objects_planned_total{kind=\"RayCluster\"} 2")
+            && m.contains("rayshare_objects_reused_total{kind=\"RayCluster\"} 1")
+    };
+    wait_for("the creations to be counted", || async {
+        Some(env.instances[0].metrics().await).filter(|m| counted(m))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -103,7 +114,11 @@ async fn fifty_concurrent_identical_jobs_make_exactly_one_cluster() {
         .await;
     let names: std::collections::BTreeSet<String> = jobs.iter().map(selected).collect();
     assert_eq!(names.len(), 1, "{names:?}");
-    assert_eq!(clusters(&env).await.len(), 1);
+    let made = wait_for("the shared cluster", || async {
+        Some(clusters(&env).await).filter(|c| !c.is_empty())
+    })
+    .await;
+    assert_eq!(made.len(), 1);
     for (i, job) in jobs.iter().enumerate() {
         let env_vars: Value =
             serde_norway::from_str(job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();

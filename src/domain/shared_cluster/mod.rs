@@ -3,14 +3,16 @@
 
 pub mod identity;
 pub mod kuberay_yaml;
+pub mod provision;
 pub mod runtime_env;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::config::SharedClusters;
 use crate::domain::labels;
 
 pub use identity::{cluster_name, digest};
+pub use provision::{MAX_POOL, Refusal, cluster_for_job};
 
 /// What to do with one RayJob.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,11 +114,7 @@ pub fn plan(
             .entry("idleTimeoutSeconds")
             .or_insert(json!(cfg.autoscaling.idle_timeout_seconds));
     }
-    let copied_labels: Map<String, Value> = cfg
-        .copied_job_labels
-        .iter()
-        .filter_map(|k| Some((k.clone(), json!(labels::get(job, "labels", k)?))))
-        .collect();
+    let copied_labels = provision::copied_labels(job, cfg);
     let digest = identity::digest(&stripped_spec, &copied_labels);
     let name = identity::cluster_name(&digest);
 
@@ -139,20 +137,9 @@ pub fn plan(
     }
     warnings.dedup();
 
-    let mut cluster_labels = copied_labels.clone();
-    cluster_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
-    cluster_labels.insert(labels::SHARED_CLUSTER.into(), json!("true"));
-    let cluster = json!({
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": cluster_labels,
-            "annotations": { labels::CONFIG_DIGEST: digest },
-        },
-        "spec": stripped_spec,
-    });
+    let spec_text = serde_json::to_string(&stripped_spec).expect("JSON values serialise");
+    let cluster =
+        provision::cluster_object(&name, namespace, stripped_spec, &copied_labels, &digest);
 
     let mut new_job = job.clone();
     let job_spec = new_job["spec"].as_object_mut().expect("checked above");
@@ -184,6 +171,7 @@ pub fn plan(
         }
     }
     labels::set(&mut new_job, "labels", labels::JOB_CLUSTER, &name);
+    labels::set(&mut new_job, "annotations", provision::SPEC, &spec_text);
     warnings.insert(0, format!("rayshare: runs on shared RayCluster {name}"));
 
     Ok(Plan::Rewrite(Box::new(Rewrite {
@@ -202,7 +190,7 @@ impl Rewrite {
         if index == 0 {
             return self.clone();
         }
-        let name = format!("{}-{index}", self.name);
+        let name = provision::member_name(&self.name, index);
         let mut r = self.clone();
         r.cluster["metadata"]["name"] = json!(name);
         r.job["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });

@@ -77,6 +77,22 @@ async fn post(state: Arc<AppState<MemoryWorld>>, body: &Value) -> Value {
     v["response"].clone()
 }
 
+/// Posts a review and, when admitted, stores the patched object as the API server would
+/// (and runs what the provisioner does with a stored object). Returns the response.
+async fn post_and_store(state: Arc<AppState<MemoryWorld>>, body: &Value) -> Value {
+    let r = post(state.clone(), body).await;
+    if r["allowed"] == true {
+        let mut object = body["request"]["object"].clone();
+        object["metadata"]["namespace"] = body["request"]["namespace"].clone();
+        if r.get("patch").is_some() {
+            let ops: json_patch::Patch = serde_json::from_value(json!(patch_of(&r))).unwrap();
+            json_patch::patch(&mut object, &ops).unwrap();
+        }
+        state.world.store(&object, &state.config);
+    }
+    r
+}
+
 fn patch_of(response: &Value) -> Vec<Value> {
     let Some(p) = response["patch"].as_str() else {
         return vec![];
@@ -118,13 +134,15 @@ async fn wrong_method_is_405() {
 }
 
 #[tokio::test]
-async fn rayjob_create_is_rewritten_and_its_cluster_created() {
+async fn rayjob_create_is_rewritten_and_its_cluster_made_only_once_stored() {
     let s = state(MemoryWorld::default(), Config::default());
-    let r = post(
-        s.clone(),
-        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
-    )
-    .await;
+    let body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
+    post(s.clone(), &body).await;
+    assert!(
+        s.world.created().is_empty(),
+        "admission alone (a review anyone can forge) makes nothing"
+    );
+    let r = post_and_store(s.clone(), &body).await;
     assert_eq!(r["uid"], "uid-1");
     assert_eq!(r["allowed"], true);
     assert_eq!(r["patchType"], "JSONPatch");
@@ -202,7 +220,6 @@ async fn odd_objects_pass_with_a_warning(#[case] body: Value) {
 }
 
 #[rstest]
-#[case::rayjob(review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")))]
 #[case::pod(review("", "v1", "Pod", "CREATE", sample("pod")))]
 #[tokio::test]
 async fn api_failure_fails_open(#[case] body: Value) {
@@ -234,13 +251,9 @@ async fn api_failure_can_deny_when_configured() {
         ..MemoryWorld::default()
     };
     let mut config = Config::default();
-    config.shared_clusters.deny_on_error = true;
+    config.pod_groups.deny_on_error = true;
     let s = state(world, config);
-    let r = post(
-        s,
-        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
-    )
-    .await;
+    let r = post(s, &review("", "v1", "Pod", "CREATE", sample("pod"))).await;
     assert_eq!(r["allowed"], false);
     assert!(
         r["status"]["message"]
@@ -256,7 +269,7 @@ async fn repost_after_editing_clusters(
     edit: impl Fn(&mut Value),
 ) -> Value {
     s.world.objects.lock().unwrap().values_mut().for_each(edit);
-    post(
+    post_and_store(
         s,
         &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
     )
@@ -266,7 +279,7 @@ async fn repost_after_editing_clusters(
 #[tokio::test]
 async fn a_foreign_cluster_of_the_same_name_is_never_taken_over() {
     let s = state(MemoryWorld::default(), Config::default());
-    let first = post(
+    let first = post_and_store(
         s.clone(),
         &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
     )
@@ -310,7 +323,7 @@ async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
     for i in 0..5 {
         let mut job = sample("rayjob");
         job["metadata"]["name"] = json!(format!("job-{i}"));
-        let r = post(s.clone(), &review("ray.io", "v1", "RayJob", "CREATE", job)).await;
+        let r = post_and_store(s.clone(), &review("ray.io", "v1", "RayJob", "CREATE", job)).await;
         let op = patch_of(&r)
             .into_iter()
             .find(|o| o["path"] == "/spec/clusterSelector")
@@ -337,22 +350,21 @@ async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
 }
 
 #[tokio::test]
-async fn a_cluster_being_reclaimed_is_not_used() {
+async fn a_cluster_being_deleted_sends_the_job_to_the_next_pool_member() {
     let s = state(MemoryWorld::default(), Config::default());
-    post(
-        s.clone(),
-        &review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")),
-    )
-    .await;
+    let body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
+    let first = post_and_store(s.clone(), &body).await;
     let r = repost_after_editing_clusters(s, |v| {
         v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
     })
     .await;
-    assert!(r.get("patch").is_none());
-    assert!(
-        r["warnings"][0]
-            .as_str()
+    let selected = |r: &Value| {
+        patch_of(r)
+            .into_iter()
+            .find(|o| o["path"] == "/spec/clusterSelector")
+            .map(|o| o["value"]["ray.io/cluster"].clone())
             .unwrap()
-            .contains("being reclaimed")
-    );
+    };
+    let base = selected(&first);
+    assert_eq!(selected(&r), json!(format!("{}-1", base.as_str().unwrap())));
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector;
@@ -11,9 +11,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
-use super::KubeWorld;
 use super::job_index::JobIndex;
 use super::resources::{ray_cluster_resource, ray_job_resource};
+use super::{KubeWorld, Wakeups};
 use crate::config::Config;
 use crate::domain::labels;
 use crate::health::Health;
@@ -34,16 +34,18 @@ where
 impl KubeWorld {
     /// Starts the caches the enabled features need (watched with `watch_client`, on the
     /// runtime this is called in); `health.caches_synced` flips once they have all listed.
-    /// `client` makes admission's own calls.
+    /// `client` makes admission's own calls. The wakeups name the shared clusters whose
+    /// stored jobs or whose own deletion the provisioner should look at.
     pub fn start(
         client: Client,
         watch_client: Client,
         config: &Config,
         health: Arc<Health>,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, Option<Wakeups>) {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
         let need_namespaces = config.pod_groups.enabled;
 
+        let wakeups = tokio::sync::mpsc::unbounded_channel();
         let clusters = need_clusters.then(|| {
             let ar = ray_cluster_resource();
             let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
@@ -65,7 +67,18 @@ impl KubeWorld {
                         }
                     }
                 })
-                .reflect(writer);
+                .reflect(writer)
+                .inspect_ok({
+                    let wake = wakeups.0.clone();
+                    move |event| {
+                        // A shared cluster gone: jobs still on it need it made again.
+                        if let watcher::Event::Delete(c) = event
+                            && c.labels().contains_key(labels::SHARED_CLUSTER)
+                        {
+                            let _ = wake.send((c.namespace().unwrap_or_default(), c.name_any()));
+                        }
+                    }
+                });
             drive("RayCluster", stream);
             reader
         });
@@ -83,25 +96,31 @@ impl KubeWorld {
             drive("Namespace", stream);
             reader
         });
-        let jobs = (config.shared_clusters.enabled
-            && config.shared_clusters.max_jobs_per_cluster > 0)
-            .then(|| {
-                let index = Arc::new(JobIndex::default());
-                let api: Api<DynamicObject> =
-                    Api::all_with(watch_client.clone(), &ray_job_resource());
-                let selector = watcher::Config::default()
-                    .labels(labels::JOB_CLUSTER)
-                    .any_semantic();
-                let feed = index.clone();
-                tokio::spawn(watcher(api, selector).default_backoff().for_each(move |e| {
-                    match e {
-                        Ok(event) => feed.apply(event),
-                        Err(e) => tracing::warn!(error = %e, "RayJob watch error"),
+        let jobs = config.shared_clusters.enabled.then(|| {
+            let index = Arc::new(JobIndex::default());
+            let ar = ray_job_resource();
+            let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
+            let selector = watcher::Config::default()
+                .labels(labels::JOB_CLUSTER)
+                .any_semantic();
+            let writer = reflector::store::Writer::new(ar);
+            let reader = writer.as_reader();
+            let (feed, wake) = (index.clone(), wakeups.0.clone());
+            let stream = watcher(api, selector)
+                .default_backoff()
+                .modify(slim_job)
+                .reflect(writer)
+                .inspect_ok(move |event| {
+                    if let watcher::Event::Apply(job) | watcher::Event::InitApply(job) = event
+                        && let Some(key) = JobIndex::selected(job)
+                    {
+                        let _ = wake.send(key);
                     }
-                    async {}
-                }));
-                index
-            });
+                    feed.apply(event.clone());
+                });
+            drive("RayJob", stream);
+            (index, reader)
+        });
         let world = Arc::new(Self {
             client,
             clusters,
@@ -109,6 +128,7 @@ impl KubeWorld {
             group_queues: Default::default(),
             jobs,
         });
+        let wakeups = config.shared_clusters.enabled.then_some(Wakeups(wakeups.1));
         let stores = (world.clusters.clone(), world.namespaces.clone());
         tokio::spawn(async move {
             if let Some(s) = &stores.0 {
@@ -120,6 +140,19 @@ impl KubeWorld {
             tracing::info!("caches synced");
             health.caches_synced.store(true, Ordering::Release);
         });
-        world
+        (world, wakeups)
+    }
+}
+
+/// Keeps what the provisioner, the job index and the reclaim hand-off read of a RayJob.
+fn slim_job(job: &mut DynamicObject) {
+    job.managed_fields_mut().clear();
+    job.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
+    if let Some(spec) = job.data.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|k, _| k == "clusterSelector");
+    }
+    if let Some(status) = job.data.get_mut("status").and_then(Value::as_object_mut) {
+        status.retain(|k, _| k == "jobDeploymentStatus" || k == "endTime");
     }
 }

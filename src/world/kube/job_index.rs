@@ -61,6 +61,12 @@ impl JobIndex {
         Some(((job.namespace()?, job.name_any()), cluster.to_string()))
     }
 
+    /// The (namespace, cluster) a rewritten job selects.
+    pub(super) fn selected(job: &DynamicObject) -> Option<(String, String)> {
+        let cluster = job.data["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+        Some((job.namespace()?, cluster.to_string()))
+    }
+
     pub(super) fn apply(&self, event: watcher::Event<DynamicObject>) {
         let mut s = self.state.lock().expect("not poisoned");
         let key = |job: &DynamicObject| (job.namespace().unwrap_or_default(), job.name_any());

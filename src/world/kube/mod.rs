@@ -31,13 +31,30 @@ pub struct KubeWorld {
     /// One queue per worker group: this replica's claims for a group go one at a time, so
     /// they never race each other (races with other replicas are settled by the API server).
     group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<KnownClaims>>>>,
-    /// Active jobs per shared cluster, when `maxJobsPerCluster` needs them.
-    jobs: Option<Arc<JobIndex>>,
+    /// Active jobs per shared cluster, and the stored rewritten jobs themselves.
+    jobs: Option<(Arc<JobIndex>, Store<DynamicObject>)>,
 }
+
+/// Shared clusters (namespace, name) worth a look by the provisioner.
+pub struct Wakeups(pub tokio::sync::mpsc::UnboundedReceiver<(String, String)>);
 
 impl KubeWorld {
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The stored RayJobs rayshare rewrote (slimmed: selector, status, metadata).
+    pub fn stored_jobs(&self) -> Vec<Arc<DynamicObject>> {
+        self.jobs
+            .as_ref()
+            .map(|(_, s)| s.state())
+            .unwrap_or_default()
+    }
+
+    /// A RayCluster as the cache has it.
+    pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        let key = ObjectRef::new_with(name, ray_cluster_resource()).within(namespace);
+        self.clusters.as_ref()?.get(&key)
     }
 
     fn api_for(&self, object: &Value) -> Result<Api<DynamicObject>, WorldError> {
@@ -74,11 +91,11 @@ impl World for KubeWorld {
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
         self.jobs
             .as_ref()
-            .map_or(0, |j| j.count(namespace, cluster))
+            .map_or(0, |(j, _)| j.count(namespace, cluster))
     }
 
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str) {
-        if let Some(j) = &self.jobs {
+        if let Some((j, _)) = &self.jobs {
             j.note(namespace, cluster, job);
         }
     }

@@ -1,0 +1,203 @@
+//! Which shared cluster a persisted RayJob may have made for it (pure).
+//!
+//! Admission makes no API writes: it leaves the stripped cluster spec on the rewritten
+//! job ([`SPEC`]) and the provisioner creates the cluster once it sees the job *stored*,
+//! so a forged admission review creates nothing. The spec on a stored job is only as
+//! trustworthy as whoever may write RayJobs there, so the cluster is made only under the
+//! name the spec hashes to: a job whose selector and spec disagree (edited after
+//! admission, or made by hand) can never point rayshare at a cluster of another config.
+
+use serde_json::{Map, Value, json};
+
+use super::identity;
+use crate::config::SharedClusters;
+use crate::domain::labels;
+
+/// The stripped cluster spec, as JSON, on each rewritten RayJob.
+pub const SPEC: &str = "rayshare.io/cluster-spec";
+
+/// Most clusters one config may spread over (`maxJobsPerCluster`).
+pub const MAX_POOL: u32 = 100;
+
+/// Why a stored job does not get a cluster.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("it carries no {SPEC} annotation")]
+    NoSpec,
+    #[error("its {SPEC} annotation is not a JSON object: {0}")]
+    BadSpec(String),
+    #[error("it selects no cluster")]
+    NoSelector,
+    #[error("it selects {selector}, but its spec hashes to {expected} (edited after admission?)")]
+    Mismatch { selector: String, expected: String },
+}
+
+/// The labels of the job that enter a cluster's identity (and are copied onto it).
+pub fn copied_labels(job: &Value, cfg: &SharedClusters) -> Map<String, Value> {
+    cfg.copied_job_labels
+        .iter()
+        .filter_map(|k| Some((k.clone(), json!(labels::get(job, "labels", k)?))))
+        .collect()
+}
+
+/// The shared RayCluster `name` of the config `digest`.
+pub fn cluster_object(
+    name: &str,
+    namespace: &str,
+    spec: Value,
+    copied: &Map<String, Value>,
+    digest: &str,
+) -> Value {
+    let mut cluster_labels = copied.clone();
+    cluster_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
+    cluster_labels.insert(labels::SHARED_CLUSTER.into(), json!("true"));
+    json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": cluster_labels,
+            "annotations": { labels::CONFIG_DIGEST: digest },
+        },
+        "spec": spec,
+    })
+}
+
+/// Member `index` of the pool of clusters named `base`.
+pub fn member_name(base: &str, index: u32) -> String {
+    match index {
+        0 => base.to_string(),
+        i => format!("{base}-{i}"),
+    }
+}
+
+/// Whether `selector` names a member of the pool `base`.
+fn is_member(selector: &str, base: &str) -> bool {
+    match selector.strip_prefix(base) {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('-')
+            .and_then(|i| i.parse::<u32>().ok())
+            .is_some_and(|i| (1..MAX_POOL).contains(&i) && member_name(base, i) == selector),
+        None => false,
+    }
+}
+
+/// The cluster a stored, rewritten job needs, rebuilt from what the job carries.
+pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refusal> {
+    let text = labels::get(job, "annotations", SPEC).ok_or(Refusal::NoSpec)?;
+    let spec: Value = serde_json::from_str(text).map_err(|e| Refusal::BadSpec(e.to_string()))?;
+    if !spec.is_object() {
+        return Err(Refusal::BadSpec("not an object".into()));
+    }
+    let selector = job["spec"]["clusterSelector"][labels::RAY_CLUSTER]
+        .as_str()
+        .ok_or(Refusal::NoSelector)?;
+    let copied = copied_labels(job, cfg);
+    let digest = identity::digest(&spec, &copied);
+    let base = identity::cluster_name(&digest);
+    if !is_member(selector, &base) {
+        return Err(Refusal::Mismatch {
+            selector: selector.into(),
+            expected: base,
+        });
+    }
+    let namespace = job["metadata"]["namespace"].as_str().unwrap_or_default();
+    Ok(cluster_object(selector, namespace, spec, &copied, &digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+    use crate::domain::shared_cluster::{Plan, plan};
+
+    fn job() -> Value {
+        json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": { "name": "j", "namespace": "ns", "labels": { "ray.io/priority-class-name": "high" } },
+            "spec": { "entrypoint": "python x.py", "rayClusterSpec": {
+                "headGroupSpec": { "rayStartParams": {}, "template": { "spec": { "containers": [
+                    { "name": "ray-head", "image": "rayproject/ray:2.40.0",
+                      "env": [{ "name": "RUN_NAME", "value": "r1" }] }]}}},
+            }},
+        })
+    }
+
+    fn rewritten(index: u32) -> (Value, Value) {
+        let cfg = SharedClusters::default();
+        let Ok(Plan::Rewrite(r)) = plan(&job(), "ns", &cfg, "rayshare.io/opt-out") else {
+            panic!("rewritten");
+        };
+        let r = r.pooled(index);
+        let mut stored = r.job.clone();
+        stored["metadata"]["namespace"] = json!("ns");
+        (stored, r.cluster)
+    }
+
+    #[rstest]
+    #[case::first_member(0)]
+    #[case::later_member(7)]
+    fn a_stored_job_rebuilds_exactly_the_cluster_admission_planned(#[case] index: u32) {
+        let (stored, planned) = rewritten(index);
+        let rebuilt = cluster_for_job(&stored, &SharedClusters::default()).unwrap();
+        assert_eq!(rebuilt, planned);
+        assert!(
+            rebuilt["spec"]
+                .to_string()
+                .contains("rayproject/ray:2.40.0")
+        );
+        assert!(!rebuilt["spec"].to_string().contains("RUN_NAME"));
+    }
+
+    #[test]
+    fn a_tampered_spec_cannot_reach_the_selected_cluster() {
+        let (mut stored, _) = rewritten(0);
+        let text = labels::get(&stored, "annotations", SPEC).unwrap();
+        let evil = text.replace("rayproject/ray:2.40.0", "attacker/miner:latest");
+        labels::set(&mut stored, "annotations", SPEC, &evil);
+        let err = cluster_for_job(&stored, &SharedClusters::default()).unwrap_err();
+        assert!(matches!(err, Refusal::Mismatch { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_copied_label_changed_after_admission_is_a_mismatch() {
+        let (mut stored, _) = rewritten(0);
+        labels::set(&mut stored, "labels", "ray.io/priority-class-name", "low");
+        let err = cluster_for_job(&stored, &SharedClusters::default()).unwrap_err();
+        assert!(matches!(err, Refusal::Mismatch { .. }));
+    }
+
+    #[rstest]
+    #[case::no_annotation(None, Refusal::NoSpec)]
+    #[case::not_json(Some("{"), Refusal::BadSpec("EOF while parsing an object at line 1 column 1".into()))]
+    #[case::not_object(Some("[]"), Refusal::BadSpec("not an object".into()))]
+    fn odd_annotations_are_refused(#[case] text: Option<&str>, #[case] want: Refusal) {
+        let (mut stored, _) = rewritten(0);
+        let annotations = stored["metadata"]["annotations"].as_object_mut().unwrap();
+        annotations.remove(SPEC);
+        if let Some(t) = text {
+            annotations.insert(SPEC.into(), json!(t));
+        }
+        assert_eq!(
+            cluster_for_job(&stored, &SharedClusters::default()),
+            Err(want)
+        );
+    }
+
+    #[rstest]
+    #[case::base("ray-abc", true)]
+    #[case::member("ray-abc-1", true)]
+    #[case::last_member("ray-abc-99", true)]
+    #[case::beyond_pool("ray-abc-100", false)]
+    #[case::zero_suffix("ray-abc-0", false)]
+    #[case::leading_zero("ray-abc-01", false)]
+    #[case::plus_sign("ray-abc-+1", false)]
+    #[case::other("ray-abd", false)]
+    #[case::longer("ray-abcd", false)]
+    fn pool_members(#[case] selector: &str, #[case] member: bool) {
+        assert_eq!(is_member(selector, "ray-abc"), member);
+    }
+}

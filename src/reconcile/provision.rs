@@ -1,0 +1,233 @@
+//! Makes the shared clusters that stored RayJobs select, on every replica.
+//!
+//! Admission only rewrites jobs; the cluster of a rewritten job is created here, from
+//! the spec the *stored* job carries (`domain::shared_cluster::provision`), so nothing
+//! happens on the word of an admission review alone. The same look, on each change of a
+//! stored job and on each deletion of a shared cluster, also keeps the reclaim hand-off:
+//! a cluster a stored job needs is stamped, unmarked, or made again.
+//!
+//! Every replica runs it (a new cluster must not wait for a leader): creations are
+//! idempotent (AlreadyExists is success) and stamps are plain annotation writes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::domain::cluster::ClusterInfo;
+use crate::domain::labels;
+use crate::domain::reclaim;
+use crate::domain::shared_cluster::cluster_for_job;
+use crate::metrics::{KindLabel, Metrics};
+use crate::world::kube::{KubeWorld, Wakeups, ray_cluster_resource};
+
+type Key = (String, String);
+
+/// Every stored job is looked at again this often (a create that failed, a missed event).
+const RESYNC: Duration = Duration::from_secs(30);
+/// A cluster this replica made is not made again before the cache shows it.
+const MADE_RECENTLY: Duration = Duration::from_secs(10);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn spawn(
+    world: Arc<KubeWorld>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    mut wakeups: Wakeups,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut made: HashMap<Key, Instant> = HashMap::new();
+        let mut resync = tokio::time::interval(RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let mut keys = BTreeSet::new();
+            tokio::select! {
+                key = wakeups.0.recv() => match key {
+                    Some(k) => { keys.insert(k); }
+                    None => return,
+                },
+                _ = resync.tick() => keys.extend(selected_clusters(&world)),
+            }
+            // A burst of jobs wakes us once per cluster, not once per job.
+            while let Ok(k) = wakeups.0.try_recv() {
+                keys.insert(k);
+            }
+            made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
+            for key in keys {
+                look(&world, &config, &metrics, &key, &mut made).await;
+            }
+            metrics.provision_passes.inc();
+        }
+    })
+}
+
+fn selected_clusters(world: &KubeWorld) -> BTreeSet<Key> {
+    world
+        .stored_jobs()
+        .iter()
+        .filter_map(|job| {
+            let cluster = job.data["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+            Some((job.namespace()?, cluster.to_string()))
+        })
+        .collect()
+}
+
+/// The stored, active jobs that select the cluster `key`, oldest first.
+fn active_jobs(world: &KubeWorld, (ns, name): &Key) -> Vec<Value> {
+    let mut jobs: Vec<Value> = world
+        .stored_jobs()
+        .iter()
+        .filter(|j| j.namespace().as_deref() == Some(ns))
+        .filter(|j| j.data["spec"]["clusterSelector"][labels::RAY_CLUSTER] == name.as_str())
+        .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
+        .filter(|j| !reclaim::is_terminal(j))
+        .collect();
+    jobs.sort_by_key(created);
+    jobs
+}
+
+fn created(job: &Value) -> Option<Timestamp> {
+    reclaim::parse_time(&job["metadata"]["creationTimestamp"])
+}
+
+async fn look(
+    world: &KubeWorld,
+    config: &Config,
+    metrics: &Metrics,
+    key: &Key,
+    made: &mut HashMap<Key, Instant>,
+) {
+    let jobs = active_jobs(world, key);
+    if jobs.is_empty() {
+        return;
+    }
+    let reclaim_cfg = &config.reclaim;
+    let wanted_ttl = jobs
+        .iter()
+        .filter_map(|j| {
+            reclaim::job_ttl(
+                j,
+                &reclaim_cfg.ttl_annotation,
+                reclaim_cfg.max_idle_ttl_seconds,
+            )
+        })
+        .max();
+    let (ns, name) = key;
+    match world.cached_cluster(ns, name) {
+        Some(cluster) => {
+            let info = ClusterInfo::from_value(
+                &serde_json::to_value(cluster.as_ref()).unwrap_or_default(),
+            );
+            // Being deleted: its Delete event brings us back to make it again.
+            if info.deleting || !info.managed_by_rayshare {
+                return;
+            }
+            let newest = jobs
+                .iter()
+                .filter_map(created)
+                .max()
+                .unwrap_or_else(Timestamp::now);
+            if let Some(patch) =
+                reclaim::refresh(&info, newest, wanted_ttl, reclaim_cfg.idle_ttl_seconds)
+            {
+                stamp(world, metrics, key, &patch).await;
+            }
+        }
+        None if made.contains_key(key) => {}
+        None => {
+            if make(world, config, metrics, key, &jobs, wanted_ttl).await {
+                made.insert(key.clone(), Instant::now());
+            }
+        }
+    }
+}
+
+/// Creates the cluster from the first job whose spec matches its selector.
+async fn make(
+    world: &KubeWorld,
+    config: &Config,
+    metrics: &Metrics,
+    (ns, name): &Key,
+    jobs: &[Value],
+    wanted_ttl: Option<u64>,
+) -> bool {
+    let mut cluster = None;
+    for job in jobs {
+        match cluster_for_job(job, &config.shared_clusters) {
+            Ok(c) => {
+                cluster = Some(c);
+                break;
+            }
+            Err(why) => {
+                let job = job["metadata"]["name"].as_str().unwrap_or_default();
+                tracing::warn!(namespace = %ns, job, cluster = %name, %why, "no shared cluster for this stored RayJob");
+                metrics.error("provision_refused");
+            }
+        }
+    }
+    let Some(mut cluster) = cluster else {
+        return false;
+    };
+    let ttl = wanted_ttl.unwrap_or(config.reclaim.idle_ttl_seconds);
+    labels::set(
+        &mut cluster,
+        "annotations",
+        labels::IDLE_TTL,
+        &ttl.to_string(),
+    );
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(world.client().clone(), ns, &ray_cluster_resource());
+    let object: DynamicObject = match serde_json::from_value(cluster) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(namespace = %ns, cluster = %name, error = %e, "shared cluster does not serialise");
+            metrics.error("provision_refused");
+            return false;
+        }
+    };
+    let started = Instant::now();
+    match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &object)).await {
+        Ok(Ok(_)) => {
+            tracing::info!(namespace = %ns, cluster = %name, jobs = jobs.len(), "created shared cluster");
+            metrics
+                .created
+                .get_or_create(&KindLabel { kind: "RayCluster" })
+                .inc();
+            metrics
+                .provision_seconds
+                .observe(started.elapsed().as_secs_f64());
+            true
+        }
+        Ok(Err(kube::Error::Api(e))) if e.code == 409 => true,
+        Ok(Err(e)) => {
+            tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot create shared cluster (retried)");
+            metrics.error("provision_create");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(namespace = %ns, cluster = %name, "creating shared cluster timed out (retried)");
+            metrics.error("provision_create");
+            false
+        }
+    }
+}
+
+async fn stamp(world: &KubeWorld, metrics: &Metrics, (ns, name): &Key, patch: &Value) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(world.client().clone(), ns, &ray_cluster_resource());
+    let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+    match tokio::time::timeout(CALL_TIMEOUT, api.patch(name, &params, &patch)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
+        Ok(Err(e)) => {
+            tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot stamp shared cluster");
+            metrics.error("provision_stamp");
+        }
+        Err(_) => metrics.error("provision_stamp"),
+    }
+}

@@ -1,0 +1,139 @@
+//! A forged admission review (posted straight to the webhook, as anyone who reaches its
+//! port can) makes nothing in the API server, while the same object created through the
+//! API server still gets its cluster. Regression tests for the confused deputy of issue 16.
+
+use reqwest::Certificate;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// A hand-made review of a RayJob that was never created, from nobody.
+fn forged_review(ns: &str, job: &Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {"group": "ray.io", "version": "v1", "kind": "RayJob"},
+            "resource": {"group": "ray.io", "version": "v1", "resource": "rayjobs"},
+            "name": job["metadata"]["name"],
+            "namespace": ns,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:anonymous", "groups": ["system:unauthenticated"]},
+            "object": job,
+            "dryRun": false,
+        }
+    })
+}
+
+/// The attacker's job: a privileged head running their image with the host's root.
+fn evil_job(ns: &str) -> Value {
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["name"] = json!("forged");
+    job["metadata"]["namespace"] = json!(ns);
+    let pod = &mut job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
+    pod["serviceAccountName"] = json!("cluster-admin-sa");
+    pod["volumes"] = json!([{"name": "root", "hostPath": {"path": "/"}}]);
+    let head = &mut pod["containers"][0];
+    head["image"] = json!("attacker/miner:latest");
+    head["securityContext"] = json!({"privileged": true});
+    head["volumeMounts"] = json!([{"name": "root", "mountPath": "/host"}]);
+    job
+}
+
+#[tokio::test]
+async fn a_forged_rayjob_review_creates_nothing() {
+    let env = TestEnv::new("forged", DEFAULT_CONFIG, 1).await;
+    let http = reqwest::Client::builder()
+        .add_root_certificate(Certificate::from_pem(env.ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let evil = evil_job(&env.ns);
+    let answer: Value = http
+        .post(&env.instances[0].url)
+        .json(&forged_review(&env.ns, &evil))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // The webhook answers (it cannot tell a forged review), but acts on nothing.
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let forged_cluster = {
+        let mut stored = evil.clone();
+        let ops: json_patch::Patch = serde_json::from_slice(
+            &data_encoding::BASE64
+                .decode(answer["response"]["patch"].as_str().unwrap().as_bytes())
+                .unwrap(),
+        )
+        .unwrap();
+        json_patch::patch(&mut stored, &ops).unwrap();
+        stored["spec"]["clusterSelector"]["ray.io/cluster"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // A real job, created through the API server afterwards, gets its cluster: by then
+    // the provisioner has looked at everything it was told about before.
+    let real = create_in(
+        &env.admin,
+        &env.ns,
+        sample("rayjob-other-config.yaml"),
+        false,
+    )
+    .await;
+    let real_cluster = real["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    wait_for("the real job's cluster", || async {
+        clusters.get_opt(&real_cluster).await.ok().flatten()
+    })
+    .await;
+    assert!(
+        clusters.get_opt(&forged_cluster).await.unwrap().is_none(),
+        "a forged review made RayCluster {forged_cluster}"
+    );
+    let all = clusters.list(&Default::default()).await.unwrap();
+    assert_eq!(all.items.len(), 1, "only the real job's cluster exists");
+    let text = serde_json::to_string(&all.items).unwrap();
+    assert!(!text.contains("attacker/miner"), "{text}");
+}
+
+/// A job edited after admission to carry another spec under its selector: the
+/// provisioner refuses it (the spec does not hash to the selected name).
+#[tokio::test]
+async fn a_stored_job_whose_spec_does_not_match_its_selector_gets_no_cluster() {
+    let env = TestEnv::new("tamper", DEFAULT_CONFIG, 1).await;
+    // Made by hand (in a namespace the webhook skips, so stored exactly as written): it
+    // claims a shared cluster's name and carries an attacker's spec for it.
+    let mut evil = evil_job(&env.ns_off);
+    evil["metadata"]["name"] = json!("hand-made");
+    evil["metadata"]["labels"] = json!({"rayshare.io/cluster": "ray-aaaaaaaaaaaaaaaaaaaa"});
+    let spec = serde_json::to_string(&evil["spec"]["rayClusterSpec"]).unwrap();
+    evil["metadata"]["annotations"] = json!({"rayshare.io/cluster-spec": spec});
+    let spec_obj = evil["spec"].as_object_mut().unwrap();
+    spec_obj.remove("rayClusterSpec");
+    spec_obj.insert(
+        "clusterSelector".into(),
+        json!({"ray.io/cluster": "ray-aaaaaaaaaaaaaaaaaaaa"}),
+    );
+    create_in(&env.admin, &env.ns_off, evil, false).await;
+    let refused = || async {
+        let m = env.instances[0].metrics().await;
+        m.contains("rayshare_errors_total{cause=\"provision_refused\"}")
+            .then_some(())
+    };
+    wait_for("the provisioner to refuse the hand-made job", refused).await;
+    let off = env.api(&ray_cluster_resource(), &env.ns_off);
+    assert!(
+        off.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
