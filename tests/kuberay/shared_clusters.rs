@@ -203,7 +203,7 @@ async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
     );
     let created: Vec<String> = describe(&events(&env.admin, &env.ns, "RayJob").await)
         .into_iter()
-        .filter(|e| e.contains("CreatedRayCluster") || e.contains("RayClusterNotFound"))
+        .filter(|e| e.contains("CreatedRayCluster"))
         .collect();
     assert!(created.is_empty(), "{created:?}");
     assert_no_validation_failures(&env).await;
