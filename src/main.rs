@@ -129,10 +129,15 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
         let _on = background.enter();
         let (world, wakeups) =
             KubeWorld::start(client, background_client.clone(), &config, health.clone());
-        let mut tasks: Vec<_> = wakeups
-            .map(|w| reconcile::provision::spawn(world.clone(), config.clone(), metrics.clone(), w))
-            .into_iter()
-            .collect();
+        let mut tasks = Vec::new();
+        if let Some(w) = wakeups.clusters {
+            let (c, m) = (config.clone(), metrics.clone());
+            tasks.push(reconcile::provision::spawn(world.clone(), c, m, w));
+        }
+        if let Some(w) = wakeups.pods {
+            let (c, m) = (config.clone(), metrics.clone());
+            tasks.push(reconcile::group_provision::spawn(world.clone(), c, m, w));
+        }
         tasks.extend(reconcile::spawn_all(
             background_client,
             config.clone(),

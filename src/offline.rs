@@ -69,11 +69,19 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
         let request = request_for(doc, namespace, index)?;
         let before = world.created().len();
         let admission = admission::admit(&request, config, &world, None).await;
-        let stored = admission
+        let provisioned = admission
             .object
-            .as_ref()
-            .filter(|_| admission.verdict.allowed);
-        let provisioned = stored.and_then(|o| world.store(o, config));
+            .clone()
+            .filter(|_| admission.verdict.allowed)
+            .and_then(|mut stored| {
+                if stored["metadata"]["namespace"]
+                    .as_str()
+                    .is_none_or(str::is_empty)
+                {
+                    stored["metadata"]["namespace"] = json!(request.namespace);
+                }
+                world.store(&stored, config)
+            });
         let creates = world.created();
         let patch = admission
             .verdict

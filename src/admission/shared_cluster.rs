@@ -6,6 +6,7 @@
 //! nothing.
 
 use super::work::Work;
+use crate::domain::labels;
 use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite};
 use crate::world::World;
 
@@ -61,7 +62,15 @@ impl<W: World> Work<'_, W> {
                             self.count(|m| &m.planned, "RayCluster");
                         }
                     }
-                    self.changed = Some(member.job);
+                    let mut job = member.job;
+                    // The TTL travels with the job, so whichever replica makes the
+                    // cluster gives it the TTL this configuration meant.
+                    let reclaim = &self.cfg.reclaim;
+                    if labels::get(&job, "annotations", &reclaim.ttl_annotation).is_none() {
+                        let ttl = reclaim.idle_ttl_seconds.to_string();
+                        labels::set(&mut job, "annotations", &reclaim.ttl_annotation, &ttl);
+                    }
+                    self.changed = Some(job);
                     self.warnings.extend(member.warnings);
                     self.ensured.push(member.cluster);
                     return;

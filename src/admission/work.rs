@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::AdmissionRequest;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
-use crate::world::{Created, World, WorldError};
+use crate::world::World;
 
 /// Accumulates one request's changes; each feature either applies fully or not at all.
 pub(super) struct Work<'a, W: World> {
@@ -62,16 +62,5 @@ impl<W: World> Work<'_, W> {
     pub(super) fn budget(&self, timeout_ms: u64) -> Duration {
         let left = self.deadline.saturating_duration_since(Instant::now());
         Duration::from_millis(timeout_ms).min(left)
-    }
-
-    pub(super) async fn create(
-        &self,
-        object: &Value,
-        timeout_ms: u64,
-    ) -> Result<Created, WorldError> {
-        if self.req.dry_run {
-            return Ok(Created::Created);
-        }
-        self.world.create(object, self.budget(timeout_ms)).await
     }
 }

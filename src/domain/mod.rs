@@ -8,3 +8,4 @@ pub mod pod_group;
 pub mod quantity;
 pub mod reclaim;
 pub mod shared_cluster;
+pub mod stored_pod_group;

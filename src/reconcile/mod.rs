@@ -2,6 +2,7 @@
 //! rayshare created for objects that never appeared or are gone.
 
 pub mod clusters;
+pub mod group_provision;
 pub mod index_claims;
 pub mod leader;
 pub mod pod_groups;

@@ -24,7 +24,7 @@ use crate::domain::labels;
 use crate::domain::reclaim;
 use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
-use crate::world::kube::{KubeWorld, Wakeups, ray_cluster_resource};
+use crate::world::kube::{KubeWorld, ray_cluster_resource};
 
 type Key = (String, String);
 
@@ -38,7 +38,7 @@ pub fn spawn(
     world: Arc<KubeWorld>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
-    mut wakeups: Wakeups,
+    mut wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut made: HashMap<Key, Instant> = HashMap::new();
@@ -47,14 +47,14 @@ pub fn spawn(
         loop {
             let mut keys = BTreeSet::new();
             tokio::select! {
-                key = wakeups.0.recv() => match key {
+                key = wakeups.recv() => match key {
                     Some(k) => { keys.insert(k); }
                     None => return,
                 },
                 _ = resync.tick() => keys.extend(selected_clusters(&world)),
             }
             // A burst of jobs wakes us once per cluster, not once per job.
-            while let Ok(k) = wakeups.0.try_recv() {
+            while let Ok(k) = wakeups.try_recv() {
                 keys.insert(k);
             }
             made.retain(|_, at| at.elapsed() < MADE_RECENTLY);

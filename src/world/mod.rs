@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::domain::indices::{self, Slot};
 
@@ -21,14 +21,6 @@ pub enum Created {
     Created,
     /// An object of that name exists; here it is, as the API server has it.
     Exists(Value),
-}
-
-/// What became of a cluster rayshare stamped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Touched {
-    Alive,
-    Gone,
-    Deleting,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -72,25 +64,11 @@ pub struct IndexRequest {
 pub trait World: Send + Sync + 'static {
     fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo>;
     fn namespace_queue(&self, namespace: &str) -> Option<String>;
-    /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
-    fn create(
-        &self,
-        object: &Value,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<Created, WorldError>> + Send;
     /// Active (non-terminal) RayJobs selecting the cluster, including ones this replica
     /// admitted that its cache has not seen yet.
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize;
     /// Records that a job was admitted onto a cluster.
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str);
-    /// Applies a JSON merge patch to the object `target` names (by apiVersion, kind,
-    /// namespace and name), as rayshare does to refresh objects it made.
-    fn touch(
-        &self,
-        target: &Value,
-        patch: &Value,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<Touched, WorldError>> + Send;
     /// Claims a free (replica, host) slot of a worker group through the API server.
     fn claim_slot(
         &self,
@@ -131,6 +109,19 @@ impl MemoryWorld {
     /// the shared cluster a rewritten RayJob selects (as `reconcile::provision` does from
     /// the stored job). Returns what was created.
     pub fn store(&self, admitted: &Value, config: &crate::config::Config) -> Option<Value> {
+        if admitted["kind"] == "Pod" {
+            let mut pod = admitted.clone();
+            pod["metadata"]["uid"] = json!(format!("uid-of-{}", key(admitted).2));
+            let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+            let queue = self.namespace_queues.get(ns).map(String::as_str);
+            let group = crate::domain::stored_pod_group::group_for(
+                &pod,
+                queue,
+                &config.pod_groups,
+                &config.opt_out_annotation,
+            )?;
+            return self.insert_new(group);
+        }
         let mut cluster =
             crate::domain::shared_cluster::cluster_for_job(admitted, &config.shared_clusters)
                 .ok()?;
@@ -147,12 +138,16 @@ impl MemoryWorld {
             crate::domain::labels::IDLE_TTL,
             &ttl.to_string(),
         );
+        self.insert_new(cluster)
+    }
+
+    fn insert_new(&self, object: Value) -> Option<Value> {
         let mut objects = self.objects.lock().expect("not poisoned");
-        if objects.contains_key(&key(&cluster)) {
+        if objects.contains_key(&key(&object)) {
             return None;
         }
-        objects.insert(key(&cluster), cluster.clone());
-        Some(cluster)
+        objects.insert(key(&object), object.clone());
+        Some(object)
     }
 
     /// Objects created so far, in a stable order.
@@ -179,20 +174,6 @@ impl World for MemoryWorld {
         self.namespace_queues.get(namespace).cloned()
     }
 
-    async fn create(&self, object: &Value, _timeout: Duration) -> Result<Created, WorldError> {
-        if let Some(e) = &self.fail_writes {
-            return Err(e.clone());
-        }
-        let mut objects = self.objects.lock().expect("not poisoned");
-        match objects.get(&key(object)) {
-            Some(existing) => Ok(Created::Exists(existing.clone())),
-            None => {
-                objects.insert(key(object), object.clone());
-                Ok(Created::Created)
-            }
-        }
-    }
-
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
         let jobs = self.jobs.lock().expect("not poisoned");
         jobs.get(&(namespace.into(), cluster.into()))
@@ -203,27 +184,6 @@ impl World for MemoryWorld {
     fn note_admitted(&self, namespace: &str, cluster: &str, _job: &str) {
         let mut jobs = self.jobs.lock().expect("not poisoned");
         *jobs.entry((namespace.into(), cluster.into())).or_default() += 1;
-    }
-
-    async fn touch(
-        &self,
-        target: &Value,
-        patch: &Value,
-        _timeout: Duration,
-    ) -> Result<Touched, WorldError> {
-        if let Some(e) = &self.fail_writes {
-            return Err(e.clone());
-        }
-        let mut objects = self.objects.lock().expect("not poisoned");
-        let Some(object) = objects.get_mut(&key(target)) else {
-            return Ok(Touched::Gone);
-        };
-        json_patch::merge(object, patch);
-        Ok(if object["metadata"]["deletionTimestamp"].is_string() {
-            Touched::Deleting
-        } else {
-            Touched::Alive
-        })
     }
 
     async fn claim_slot(&self, r: &IndexRequest, _timeout: Duration) -> Result<Slot, WorldError> {

@@ -434,6 +434,16 @@ impl Rayshare {
         }
     }
 
+    /// Passes the leader's reconciler of `kind` has finished (0 on a follower).
+    pub async fn reconcile_passes(&self, kind: &str) -> u64 {
+        let line = format!("rayshare_reconcile_passes_total{{kind=\"{kind}\"}} ");
+        let metrics = self.metrics().await;
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     pub async fn metrics(&self) -> String {
         reqwest::get(format!("{}/metrics", self.admin_url))
             .await

@@ -1,7 +1,5 @@
 //! Volcano PodGroups through the real API server and the real CRD.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -14,6 +12,15 @@ async fn create_pod(env: &TestEnv, ns: &str, pod: Value) -> Pod {
         .create(&PostParams::default(), &pod)
         .await
         .unwrap()
+}
+
+/// The group the provisioner makes for a stored pod.
+async fn made(groups: &Api<kube::api::DynamicObject>, name: &str) -> Value {
+    let group = wait_for(&format!("PodGroup {name}"), || async {
+        groups.get_opt(name).await.ok().flatten()
+    })
+    .await;
+    serde_json::to_value(group).unwrap()
 }
 
 fn group_of(pod: &Pod) -> Option<String> {
@@ -33,7 +40,7 @@ async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
     let pod = create_pod(&env, &env.ns, sample("volcano-pod.yaml")).await;
     let group_name = group_of(&pod).expect("annotated with its group");
     assert!(group_name.starts_with("pod-task-"));
-    let group: Value = serde_json::to_value(groups.get(&group_name).await.unwrap()).unwrap();
+    let group = made(&groups, &group_name).await;
     assert_eq!(group["spec"]["minMember"], 1);
     assert_eq!(group["spec"]["queue"], "research");
     assert_eq!(
@@ -50,7 +57,7 @@ async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
     named["metadata"] = json!({"name": "named-pod"});
     let pod = create_pod(&env, &env.ns, named).await;
     assert_eq!(group_of(&pod).as_deref(), Some("named-pod"));
-    let group: Value = serde_json::to_value(groups.get("named-pod").await.unwrap()).unwrap();
+    let group = made(&groups, "named-pod").await;
     assert_eq!(group["spec"]["queue"], "default");
 
     // Untouched: a pod that has a group, a non-volcano pod, any pod in a disabled namespace.
@@ -111,6 +118,9 @@ async fn orphaned_groups_are_reconciled_away() {
     let mut reborn = sample("volcano-pod.yaml");
     reborn["metadata"] = json!({"name": "reborn"});
     create_pod(&env, &env.ns, reborn.clone()).await;
+    for name in ["kept", "gone", "reborn"] {
+        made(&groups, name).await;
+    }
     // No controller-manager here: deleting a pod leaves its group behind, as a rejected
     // admission would.
     let now = DeleteParams {
@@ -132,7 +142,19 @@ async fn orphaned_groups_are_reconciled_away() {
     pods.delete("reborn", &now).await.unwrap();
     let again = create_pod(&env, &env.ns, reborn).await;
     assert_eq!(group_of(&again).as_deref(), Some("reborn"));
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let instance = &env.instances[0];
+    wait_for("the new pod to adopt its group", || async {
+        let m = instance.metrics().await;
+        m.contains("rayshare_objects_reused_total{kind=\"PodGroup\"}")
+            .then_some(())
+    })
+    .await;
+    // Two whole passes of the orphan reconciler after that (one may have been under way).
+    let passes = instance.reconcile_passes("PodGroup").await;
+    wait_for("two more orphan passes", || async {
+        (instance.reconcile_passes("PodGroup").await >= passes + 2).then_some(())
+    })
+    .await;
     assert!(
         groups.get_opt("kept").await.unwrap().is_some(),
         "a group in use is kept"
@@ -140,10 +162,5 @@ async fn orphaned_groups_are_reconciled_away() {
     assert!(
         groups.get_opt("reborn").await.unwrap().is_some(),
         "a reused group is kept"
-    );
-    let metrics = env.instances[0].metrics().await;
-    assert!(
-        metrics.contains("rayshare_objects_reused_total{kind=\"PodGroup\"}"),
-        "{metrics}"
     );
 }

@@ -51,12 +51,25 @@ async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
     let idle = selected(&create_job(&env, "rayjob-run-a.yaml", "done", json!({})).await).unwrap();
     let busy = selected(&create_job(&env, "rayjob-other-config.yaml", "running", json!({})).await)
         .unwrap();
+    for cluster in [&idle, &busy] {
+        wait_for("the provisioner to make the clusters", || {
+            cluster_uid(&env, cluster)
+        })
+        .await;
+    }
     finish(&env, "done").await;
     wait_for("the idle cluster to be reclaimed", || async {
         cluster_uid(&env, &idle).await.is_none().then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Two more whole reclaim passes (one may have been under way), longer than the TTL
+    // and the quiet period together: the busy cluster has been judged and kept.
+    let instance = &env.instances[0];
+    let passes = instance.reconcile_passes("RayCluster").await;
+    wait_for("more reclaim passes", || async {
+        (instance.reconcile_passes("RayCluster").await >= passes + 5).then_some(())
+    })
+    .await;
     assert!(
         cluster_uid(&env, &busy).await.is_some(),
         "a cluster with an active job is kept"

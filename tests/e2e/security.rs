@@ -9,18 +9,25 @@ use crate::harness::*;
 
 /// A hand-made review of a RayJob that was never created, from nobody.
 fn forged_review(ns: &str, job: &Value) -> Value {
+    forged(
+        ns,
+        job,
+        json!({"group": "ray.io", "version": "v1", "kind": "RayJob"}),
+    )
+}
+
+fn forged(ns: &str, object: &Value, kind: Value) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "request": {
             "uid": "00000000-0000-0000-0000-000000000001",
-            "kind": {"group": "ray.io", "version": "v1", "kind": "RayJob"},
-            "resource": {"group": "ray.io", "version": "v1", "resource": "rayjobs"},
-            "name": job["metadata"]["name"],
+            "kind": kind,
+            "name": object["metadata"]["name"],
             "namespace": ns,
             "operation": "CREATE",
             "userInfo": {"username": "system:anonymous", "groups": ["system:unauthenticated"]},
-            "object": job,
+            "object": object,
             "dryRun": false,
         }
     })
@@ -41,23 +48,29 @@ fn evil_job(ns: &str) -> Value {
     job
 }
 
-#[tokio::test]
-async fn a_forged_rayjob_review_creates_nothing() {
-    let env = TestEnv::new("forged", DEFAULT_CONFIG, 1).await;
+/// Posts a review straight to the webhook, as anyone who reaches its port can.
+async fn post_forged(env: &TestEnv, review: &Value) -> Value {
     let http = reqwest::Client::builder()
         .add_root_certificate(Certificate::from_pem(env.ca.as_bytes()).unwrap())
         .build()
         .unwrap();
-    let evil = evil_job(&env.ns);
     let answer: Value = http
         .post(&env.instances[0].url)
-        .json(&forged_review(&env.ns, &evil))
+        .json(review)
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn a_forged_rayjob_review_creates_nothing() {
+    let env = TestEnv::new("forged", DEFAULT_CONFIG, 1).await;
+    let evil = evil_job(&env.ns);
+    let answer = post_forged(&env, &forged_review(&env.ns, &evil)).await;
     // The webhook answers (it cannot tell a forged review), but acts on nothing.
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     let forged_cluster = {
@@ -136,4 +149,31 @@ async fn a_stored_job_whose_spec_does_not_match_its_selector_gets_no_cluster() {
             .items
             .is_empty()
     );
+}
+
+/// A forged review of a Volcano pod asking for a whole cluster's worth of resources: no
+/// PodGroup holds that capacity; the same pod made through the API server gets its group.
+#[tokio::test]
+async fn a_forged_volcano_pod_review_holds_no_capacity() {
+    let env = TestEnv::new("forged-pod", DEFAULT_CONFIG, 1).await;
+    let mut pod = sample("volcano-pod.yaml");
+    pod["metadata"] = json!({"name": "greedy", "namespace": env.ns,
+        "annotations": {"scheduling.volcano.sh/queue-name": "research"}});
+    let huge = json!({"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"});
+    pod["spec"]["containers"][0]["resources"]["requests"] = huge.clone();
+    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    let answer = post_forged(&env, &forged(&env.ns, &pod, kind)).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let mut real = sample("volcano-pod.yaml");
+    real["metadata"] = json!({"name": "honest"});
+    create_in(&env.admin, &env.ns, real, false).await;
+    wait_for("the honest pod's group", || async {
+        groups.get_opt("honest").await.ok().flatten()
+    })
+    .await;
+    assert!(groups.get_opt("greedy").await.unwrap().is_none());
+    let all = groups.list(&Default::default()).await.unwrap().items;
+    assert_eq!(all.len(), 1, "only the stored pod's group exists");
 }

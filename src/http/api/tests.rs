@@ -181,7 +181,13 @@ async fn dry_run_answers_the_patch_and_creates_nothing() {
 #[tokio::test]
 async fn volcano_pod_gets_a_pod_group() {
     let s = state(MemoryWorld::default(), Config::default());
-    let r = post(s.clone(), &review("", "v1", "Pod", "CREATE", sample("pod"))).await;
+    let body = review("", "v1", "Pod", "CREATE", sample("pod"));
+    post(s.clone(), &body).await;
+    assert!(
+        s.world.created().is_empty(),
+        "admission alone makes nothing"
+    );
+    let r = post_and_store(s.clone(), &body).await;
     let ops = patch_of(&r);
     assert!(
         ops.iter()
@@ -219,10 +225,13 @@ async fn odd_objects_pass_with_a_warning(#[case] body: Value) {
     assert!(s.metrics.encode().contains("outcome=\"failed_open\""));
 }
 
+/// Admission of jobs and group pods writes nothing, so an API server that refuses every
+/// write cannot fail it: the provisioners make the objects once the admitted ones are stored.
 #[rstest]
+#[case::rayjob(review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")))]
 #[case::pod(review("", "v1", "Pod", "CREATE", sample("pod")))]
 #[tokio::test]
-async fn api_failure_fails_open(#[case] body: Value) {
+async fn admission_needs_no_api_writes(#[case] body: Value) {
     let world = MemoryWorld {
         fail_writes: Some(WorldError::Unreachable("connection refused".into())),
         ..MemoryWorld::default()
@@ -230,36 +239,24 @@ async fn api_failure_fails_open(#[case] body: Value) {
     let s = state(world, Config::default());
     let r = post(s.clone(), &body).await;
     assert_eq!(r["allowed"], true);
-    assert!(r.get("patch").is_none());
-    assert!(
-        r["warnings"][0]
-            .as_str()
-            .unwrap()
-            .contains("connection refused")
-    );
-    assert!(
-        s.metrics
-            .encode()
-            .contains("rayshare_errors_total{cause=\"api_unreachable\"} 1")
-    );
+    assert!(r.get("patch").is_some(), "{r}");
+    assert!(!s.metrics.encode().contains("rayshare_errors_total"));
 }
 
 #[tokio::test]
-async fn api_failure_can_deny_when_configured() {
-    let world = MemoryWorld {
-        fail_writes: Some(WorldError::Forbidden("no".into())),
-        ..MemoryWorld::default()
-    };
+async fn an_odd_pod_can_be_denied_when_configured() {
     let mut config = Config::default();
     config.pod_groups.deny_on_error = true;
-    let s = state(world, config);
-    let r = post(s, &review("", "v1", "Pod", "CREATE", sample("pod"))).await;
-    assert_eq!(r["allowed"], false);
+    let s = state(MemoryWorld::default(), config);
+    let mut pod = sample("pod");
+    pod["spec"] = json!(7);
+    let r = post(s, &review("", "v1", "Pod", "CREATE", pod)).await;
+    assert_eq!(r["allowed"], false, "{r}");
     assert!(
         r["status"]["message"]
             .as_str()
             .unwrap()
-            .contains("forbidden")
+            .contains("not understood")
     );
 }
 

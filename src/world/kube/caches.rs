@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodStatus};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,6 +16,7 @@ use super::resources::{ray_cluster_resource, ray_job_resource};
 use super::{KubeWorld, Wakeups};
 use crate::config::Config;
 use crate::domain::labels;
+use crate::domain::stored_pod_group::GROUPED;
 use crate::health::Health;
 
 /// Runs a reflector's watch stream forever, logging its errors (it retries with backoff).
@@ -41,11 +42,37 @@ impl KubeWorld {
         watch_client: Client,
         config: &Config,
         health: Arc<Health>,
-    ) -> (Arc<Self>, Option<Wakeups>) {
+    ) -> (Arc<Self>, Wakeups) {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
         let need_namespaces = config.pod_groups.enabled;
 
         let wakeups = tokio::sync::mpsc::unbounded_channel();
+        let pod_wakeups = tokio::sync::mpsc::unbounded_channel();
+        let pods = config.pod_groups.enabled.then(|| {
+            let api: Api<Pod> = Api::all(watch_client.clone());
+            let (reader, writer) = reflector::store();
+            let selector = watcher::Config::default().labels(GROUPED).any_semantic();
+            let wake = pod_wakeups.0.clone();
+            let stream = watcher(api, selector)
+                .default_backoff()
+                .modify(|pod: &mut Pod| {
+                    pod.managed_fields_mut().clear();
+                    if let Some(status) = pod.status.as_mut() {
+                        *status = PodStatus {
+                            phase: status.phase.take(),
+                            ..Default::default()
+                        };
+                    }
+                })
+                .reflect(writer)
+                .inspect_ok(move |event| {
+                    if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
+                        let _ = wake.send((pod.namespace().unwrap_or_default(), pod.name_any()));
+                    }
+                });
+            drive("Pod", stream);
+            reader
+        });
         let clusters = need_clusters.then(|| {
             let ar = ray_cluster_resource();
             let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
@@ -127,8 +154,12 @@ impl KubeWorld {
             namespaces,
             group_queues: Default::default(),
             jobs,
+            pods,
         });
-        let wakeups = config.shared_clusters.enabled.then_some(Wakeups(wakeups.1));
+        let wakeups = Wakeups {
+            clusters: config.shared_clusters.enabled.then_some(wakeups.1),
+            pods: config.pod_groups.enabled.then_some(pod_wakeups.1),
+        };
         let stores = (world.clusters.clone(), world.namespaces.clone());
         tokio::spawn(async move {
             if let Some(s) = &stores.0 {

@@ -10,15 +10,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::domain::indices::Slot;
 use crate::domain::labels;
-use crate::world::{ClusterInfo, Created, IndexRequest, Touched, World, WorldError};
+use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
 use calls::{bounded, is_already_exists, to_world_error};
 use claims::{GroupKey, KnownClaims};
 use job_index::JobIndex;
@@ -33,10 +33,16 @@ pub struct KubeWorld {
     group_queues: std::sync::Mutex<HashMap<GroupKey, Arc<tokio::sync::Mutex<KnownClaims>>>>,
     /// Active jobs per shared cluster, and the stored rewritten jobs themselves.
     jobs: Option<(Arc<JobIndex>, Store<DynamicObject>)>,
+    /// Stored pods whose PodGroup rayshare makes.
+    pods: Option<Store<Pod>>,
 }
 
-/// Shared clusters (namespace, name) worth a look by the provisioner.
-pub struct Wakeups(pub tokio::sync::mpsc::UnboundedReceiver<(String, String)>);
+/// (namespace, name) of what the provisioners should look at: shared clusters whose
+/// stored jobs changed or that were deleted; stored pods that want a PodGroup.
+pub struct Wakeups {
+    pub clusters: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
+    pub pods: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
+}
 
 impl KubeWorld {
     pub fn client(&self) -> &Client {
@@ -49,6 +55,17 @@ impl KubeWorld {
             .as_ref()
             .map(|(_, s)| s.state())
             .unwrap_or_default()
+    }
+
+    /// The stored pods that want a PodGroup from rayshare.
+    pub fn stored_pods(&self) -> Vec<Arc<Pod>> {
+        self.pods.as_ref().map(|s| s.state()).unwrap_or_default()
+    }
+
+    pub fn stored_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods
+            .as_ref()?
+            .get(&ObjectRef::new(name).within(namespace))
     }
 
     /// A RayCluster as the cache has it.
@@ -85,6 +102,22 @@ impl KubeWorld {
             Err(e) => Err(to_world_error(e)),
         }
     }
+
+    /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
+    pub async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+        let deadline = Instant::now() + timeout;
+        if self.try_create(object, timeout).await? {
+            return Ok(Created::Created);
+        }
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let left = deadline.saturating_duration_since(Instant::now());
+        let existing = bounded(left, self.api_for(object)?.get(name))
+            .await?
+            .map_err(to_world_error)?;
+        let existing =
+            serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?;
+        Ok(Created::Exists(existing))
+    }
 }
 
 impl World for KubeWorld {
@@ -97,23 +130,6 @@ impl World for KubeWorld {
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str) {
         if let Some((j, _)) = &self.jobs {
             j.note(namespace, cluster, job);
-        }
-    }
-
-    async fn touch(
-        &self,
-        target: &Value,
-        patch: &Value,
-        timeout: Duration,
-    ) -> Result<Touched, WorldError> {
-        let api = self.api_for(target)?;
-        let name = target["metadata"]["name"].as_str().unwrap_or_default();
-        let patch = Patch::Merge(patch);
-        match bounded(timeout, api.patch(name, &PatchParams::default(), &patch)).await? {
-            Ok(o) if o.metadata.deletion_timestamp.is_some() => Ok(Touched::Deleting),
-            Ok(_) => Ok(Touched::Alive),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Touched::Gone),
-            Err(e) => Err(to_world_error(e)),
         }
     }
 
@@ -135,21 +151,6 @@ impl World for KubeWorld {
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
         let ns = self.namespaces.as_ref()?.get(&ObjectRef::new(namespace))?;
         ns.annotations().get(labels::QUEUE_NAME).cloned()
-    }
-
-    async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
-        let deadline = Instant::now() + timeout;
-        if self.try_create(object, timeout).await? {
-            return Ok(Created::Created);
-        }
-        let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        let left = deadline.saturating_duration_since(Instant::now());
-        let existing = bounded(left, self.api_for(object)?.get(name))
-            .await?
-            .map_err(to_world_error)?;
-        let existing =
-            serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?;
-        Ok(Created::Exists(existing))
     }
 
     async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {

@@ -1,0 +1,152 @@
+//! The PodGroup of a *stored* pod (pure): what the group provisioner creates.
+//!
+//! Admission only names the group on the pod (and labels the pod so the provisioner's
+//! watch sees it); the group is made from the pod the API server stored, so a forged
+//! admission review holds no queue capacity. The pod is the evidence: the group is what
+//! the same plan makes of it, under the name the pod carries, recording the pod's uid.
+
+use serde_json::{Value, json};
+
+use crate::config::PodGroups;
+use crate::domain::labels;
+use crate::domain::pod_group::{self, Plan};
+
+/// On a pod whose group rayshare is to make (the provisioner's watch selects it).
+pub const GROUPED: &str = "rayshare.io/pod-group";
+/// On a group: the uid of the pod it was made for.
+pub const POD_UID: &str = "rayshare.io/pod-uid";
+
+/// The group a stored pod needs, or `None` when it needs none from rayshare.
+pub fn group_for(
+    pod: &Value,
+    namespace_queue: Option<&str>,
+    cfg: &PodGroups,
+    opt_out: &str,
+) -> Option<Value> {
+    let name = labels::get(pod, "annotations", labels::GROUP_NAME)?;
+    let uid = pod["metadata"]["uid"].as_str().filter(|u| !u.is_empty())?;
+    let namespace = pod["metadata"]["namespace"].as_str()?;
+    let mut bare = pod.clone();
+    bare["metadata"]["annotations"]
+        .as_object_mut()?
+        .remove(labels::GROUP_NAME);
+    let Ok(Plan::Create(plan)) =
+        pod_group::plan(&bare, namespace, uid, namespace_queue, cfg, opt_out)
+    else {
+        return None;
+    };
+    let mut group = plan.group;
+    group["metadata"]["name"] = json!(name);
+    labels::set(&mut group, "annotations", POD_UID, uid);
+    Some(group)
+}
+
+/// What the provisioner does when a group of that name exists already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Made for this pod: nothing to do.
+    Ours,
+    /// rayshare's, made for a pod that no longer exists (a pod of the same name came
+    /// back): bring it up to date for this one.
+    Adopt,
+    /// Not rayshare's, or another live pod's: leave it.
+    Foreign,
+}
+
+pub fn existing(group: &Value, pod_uid: &str, pod_alive: impl Fn(&str) -> bool) -> Existing {
+    if labels::get(group, "labels", labels::MANAGED_BY) != Some(labels::MANAGER) {
+        return Existing::Foreign;
+    }
+    match labels::get(group, "annotations", POD_UID) {
+        Some(uid) if uid == pod_uid => Existing::Ours,
+        Some(uid) if pod_alive(uid) => Existing::Foreign,
+        _ => Existing::Adopt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::*;
+
+    fn stored_pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "task-abc12", "generateName": "task-", "namespace": "team",
+                "uid": "pod-uid-1",
+                "annotations": { "scheduling.k8s.io/group-name": "task-xyz",
+                                 "scheduling.volcano.sh/queue-name": "gpu" },
+                "labels": { GROUPED: "true" } },
+            "spec": { "schedulerName": "volcano", "priorityClassName": "high",
+                "containers": [{ "name": "c", "image": "i",
+                    "resources": { "requests": { "cpu": "2", "memory": "1Gi" } } }] },
+        })
+    }
+
+    #[test]
+    fn a_stored_pod_gets_the_group_it_names_with_its_queue_and_uid() {
+        let group = group_for(
+            &stored_pod(),
+            Some("ns-queue"),
+            &PodGroups::default(),
+            "opt-out",
+        )
+        .unwrap();
+        assert_eq!(group["metadata"]["name"], "task-xyz");
+        assert_eq!(group["metadata"]["namespace"], "team");
+        assert_eq!(group["spec"]["queue"], "gpu");
+        assert_eq!(group["spec"]["priorityClassName"], "high");
+        assert_eq!(group["spec"]["minResources"]["cpu"], "2");
+        assert_eq!(group["metadata"]["annotations"][POD_UID], "pod-uid-1");
+    }
+
+    #[rstest]
+    #[case::no_group_annotation("/metadata/annotations/scheduling.k8s.io~1group-name")]
+    #[case::no_uid("/metadata/uid")]
+    fn pods_without_what_it_needs_get_none(#[case] pointer: &str) {
+        let mut pod = stored_pod();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        let key = key.replace("~1", "/");
+        pod.pointer_mut(parent)
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .remove(&key);
+        assert_eq!(
+            group_for(&pod, None, &PodGroups::default(), "opt-out"),
+            None
+        );
+    }
+
+    #[test]
+    fn another_scheduler_gets_none() {
+        let mut pod = stored_pod();
+        pod["spec"]["schedulerName"] = json!("default-scheduler");
+        assert_eq!(
+            group_for(&pod, None, &PodGroups::default(), "opt-out"),
+            None
+        );
+    }
+
+    fn group(managed: bool, uid: Option<&str>) -> Value {
+        let mut g = json!({ "metadata": { "labels": {}, "annotations": {} } });
+        if managed {
+            labels::set(&mut g, "labels", labels::MANAGED_BY, labels::MANAGER);
+        }
+        if let Some(u) = uid {
+            labels::set(&mut g, "annotations", POD_UID, u);
+        }
+        g
+    }
+
+    #[rstest]
+    #[case::ours(group(true, Some("me")), false, Existing::Ours)]
+    #[case::previous_pod_gone(group(true, Some("old")), false, Existing::Adopt)]
+    #[case::another_live_pod(group(true, Some("old")), true, Existing::Foreign)]
+    #[case::made_before_uids(group(true, None), false, Existing::Adopt)]
+    #[case::not_rayshares(group(false, Some("me")), false, Existing::Foreign)]
+    fn existing_groups(#[case] g: Value, #[case] alive: bool, #[case] want: Existing) {
+        assert_eq!(existing(&g, "me", |_| alive), want);
+    }
+}

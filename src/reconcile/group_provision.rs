@@ -1,0 +1,166 @@
+//! Makes the Volcano PodGroups of stored pods, on every replica.
+//!
+//! Admission names the group on the pod and labels it; the group is made here from the
+//! pod the API server stored (`domain::stored_pod_group`), so a forged review holds no
+//! queue capacity. Creations are idempotent; a group left by an earlier pod of the same
+//! name is brought up to date for the new one, never one a live pod still uses.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::config::Config;
+use crate::domain::labels;
+use crate::domain::stored_pod_group::{self, Existing, POD_UID};
+use crate::metrics::{KindLabel, Metrics};
+use crate::world::kube::{KubeWorld, pod_group_resource};
+use crate::world::{Created, World};
+
+type Key = (String, String);
+
+/// Stored pods are looked at again this often (a create that failed, a missed event).
+const RESYNC: Duration = Duration::from_secs(30);
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn spawn(
+    world: Arc<KubeWorld>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    mut wakeups: UnboundedReceiver<Key>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // Pods (by uid) whose group is settled are not looked at again.
+        let mut done: HashSet<String> = HashSet::new();
+        let mut resync = tokio::time::interval(RESYNC);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let mut keys = BTreeSet::new();
+            tokio::select! {
+                key = wakeups.recv() => match key {
+                    Some(k) => { keys.insert(k); }
+                    None => return,
+                },
+                _ = resync.tick() => {
+                    let pods = world.stored_pods();
+                    let live: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+                    done.retain(|uid| live.contains(uid));
+                    keys.extend(pods.iter().filter_map(|p| Some((p.namespace()?, p.name_any()))));
+                }
+            }
+            while let Ok(k) = wakeups.try_recv() {
+                keys.insert(k);
+            }
+            for (ns, name) in keys {
+                let Some(pod) = world.stored_pod(&ns, &name) else {
+                    continue;
+                };
+                let Some(uid) = pod.uid() else { continue };
+                if done.contains(&uid) {
+                    continue;
+                }
+                if look(&world, &config, &metrics, &pod).await {
+                    done.insert(uid);
+                }
+            }
+            metrics.provision_passes.inc();
+        }
+    })
+}
+
+/// `true` once the pod's group is settled (made, found, or refused for good).
+async fn look(
+    world: &KubeWorld,
+    config: &Config,
+    metrics: &Metrics,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if pod.metadata.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
+        return true;
+    }
+    let Ok(value) = serde_json::to_value(pod) else {
+        return true;
+    };
+    let ns = pod.namespace().unwrap_or_default();
+    let queue = world.namespace_queue(&ns);
+    let Some(group) = stored_pod_group::group_for(
+        &value,
+        queue.as_deref(),
+        &config.pod_groups,
+        &config.opt_out_annotation,
+    ) else {
+        return true;
+    };
+    let name = group["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let uid = pod.uid().unwrap_or_default();
+    match world.create(&group, CALL_TIMEOUT).await {
+        Ok(Created::Created) => {
+            tracing::info!(namespace = %ns, group = %name, pod = %pod.name_any(), "created PodGroup");
+            metrics
+                .created
+                .get_or_create(&KindLabel { kind: "PodGroup" })
+                .inc();
+            true
+        }
+        Ok(Created::Exists(found)) => {
+            let alive = |other: &str| {
+                world
+                    .stored_pods()
+                    .iter()
+                    .any(|p| p.uid().as_deref() == Some(other))
+            };
+            match stored_pod_group::existing(&found, &uid, alive) {
+                Existing::Ours => true,
+                Existing::Adopt => adopt(world, metrics, &ns, &name, &group).await,
+                Existing::Foreign => {
+                    tracing::warn!(namespace = %ns, group = %name, pod = %pod.name_any(), "a PodGroup of that name exists that is not this pod's; left alone");
+                    metrics.error("name_conflict");
+                    true
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot create PodGroup (retried)");
+            metrics.error(e.cause());
+            false
+        }
+    }
+}
+
+/// Brings rayshare's group, left by an earlier pod of the same name, up to date.
+async fn adopt(world: &KubeWorld, metrics: &Metrics, ns: &str, name: &str, group: &Value) -> bool {
+    let patch = json!({
+        "metadata": { "annotations": {
+            POD_UID: group["metadata"]["annotations"][POD_UID],
+            labels::ADMITTED_AT: Timestamp::now().to_string(),
+        }},
+        "spec": group["spec"],
+    });
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(world.client().clone(), ns, &pod_group_resource());
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    match tokio::time::timeout(CALL_TIMEOUT, api.patch(name, &params, &patch)).await {
+        Ok(Ok(_)) => {
+            metrics
+                .reused
+                .get_or_create(&KindLabel { kind: "PodGroup" })
+                .inc();
+            true
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot update PodGroup (retried)");
+            metrics.error("api_error");
+            false
+        }
+        Err(_) => false,
+    }
+}
