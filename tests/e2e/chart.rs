@@ -429,3 +429,35 @@ async fn chart_service_monitor_is_accepted_by_the_api_server() {
         assert_eq!(&service["metadata"]["labels"][k], v, "{k}");
     }
 }
+
+#[tokio::test]
+async fn chart_network_policy_is_accepted_by_the_api_server() {
+    let stored = check_chart(
+        "network-policy",
+        &[
+            "networkPolicy.enabled=true",
+            "networkPolicy.egress.enabled=true",
+            "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24",
+            "networkPolicy.egress.apiServer[0].ipBlock.cidr=10.0.0.1/32",
+        ],
+        &["Secret", "NetworkPolicy"],
+    )
+    .await;
+    let policy = find(&stored, "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress", "Egress"])
+    );
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"],
+        "10.0.0.0/24"
+    );
+    let deployment = find(&stored, "Deployment");
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in policy["spec"]["podSelector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&pod_labels[k], v, "{k}");
+    }
+}

@@ -39,6 +39,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +84,7 @@ type rendered struct {
 	services        []corev1.Service
 	deployments     []appsv1.Deployment
 	pdbs            []policyv1.PodDisruptionBudget
+	netpols         []networkingv1.NetworkPolicy
 	webhooks        []admissionv1.MutatingWebhookConfiguration
 	namespaces      []corev1.Namespace
 	other           []map[string]any // cert-manager and Prometheus Operator objects
@@ -130,7 +132,7 @@ func manifestsCmd(args []string) error {
 func (r *rendered) count() int {
 	return len(r.serviceAccounts) + len(r.clusterRoles) + len(r.bindings) + len(r.configMaps) +
 		len(r.secrets) + len(r.services) + len(r.deployments) + len(r.pdbs) + len(r.webhooks) +
-		len(r.namespaces) + len(r.other)
+		len(r.namespaces) + len(r.netpols) + len(r.other)
 }
 
 func decodeAll(data []byte) (*rendered, error) {
@@ -181,6 +183,9 @@ func decodeAll(data []byte) (*rendered, error) {
 		case "policy/v1/PodDisruptionBudget":
 			r.pdbs = append(r.pdbs, policyv1.PodDisruptionBudget{})
 			target = &r.pdbs[len(r.pdbs)-1]
+		case "networking.k8s.io/v1/NetworkPolicy":
+			r.netpols = append(r.netpols, networkingv1.NetworkPolicy{})
+			target = &r.netpols[len(r.netpols)-1]
 		case "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
 			r.webhooks = append(r.webhooks, admissionv1.MutatingWebhookConfiguration{})
 			target = &r.webhooks[len(r.webhooks)-1]
@@ -279,6 +284,21 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 			sel := labels.SelectorFromSet(r.services[0].Spec.Selector)
 			p.check(len(r.services[0].Spec.Selector) > 0 && sel.Matches(labels.Set(podLabels)),
 				"Service selector %v does not select the pods (%v)", r.services[0].Spec.Selector, podLabels)
+		}
+		for _, np := range r.netpols {
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			p.check(err == nil && sel.Matches(labels.Set(podLabels)), "NetworkPolicy does not select the pods")
+			ports := map[int32]bool{}
+			for _, rule := range np.Spec.Ingress {
+				for _, port := range rule.Ports {
+					ports[port.Port.IntVal] = true
+				}
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				for _, cp := range c.Ports {
+					p.check(ports[cp.ContainerPort], "NetworkPolicy does not admit container port %d", cp.ContainerPort)
+				}
+			}
 		}
 		if d.Spec.Replicas != nil && *d.Spec.Replicas > 1 {
 			if one("PodDisruptionBudget", len(r.pdbs)) {
