@@ -65,6 +65,11 @@ pub struct ServeArgs {
         default_value = "/etc/rayshare/tls/tls.key"
     )]
     pub tls_key: PathBuf,
+    /// PEM CA bundle: when set, the admission port accepts only clients presenting a
+    /// certificate it signed (configure the API server's AdmissionConfiguration
+    /// `kubeConfigFile` with a matching client certificate). Read at startup.
+    #[arg(long, env = "RAYSHARE_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
     /// How often the certificate files are checked for changes.
     #[arg(long, env = "RAYSHARE_CERT_RELOAD_SECONDS", default_value_t = 10)]
     pub cert_reload_seconds: u64,

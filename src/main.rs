@@ -11,7 +11,7 @@ use rayshare::http::admin;
 use rayshare::http::api::{self, AppState};
 use rayshare::http::server::{self, Drain, Listeners};
 use rayshare::metrics::Metrics;
-use rayshare::tls::{CertFiles, CertStore};
+use rayshare::tls::{self, CertFiles, CertStore};
 use rayshare::world::kube::KubeWorld;
 use rayshare::{certs, logging, offline, reconcile};
 
@@ -109,6 +109,14 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
         Ok(c) => c,
         Err(e) => return fail(format!("serving certificate: {e}"), 1),
     };
+    let client_roots = match args.client_ca.as_deref().map(tls::client_roots).transpose() {
+        Ok(r) => r,
+        Err(e) => return fail(format!("client CA: {e}"), 1),
+    };
+    let tls_config = match tls::server_config(certs.clone(), client_roots) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("TLS: {e}"), 1),
+    };
     let (client, background_client) = match kube_clients(&args, &background).await {
         Ok(c) => c,
         Err(e) => return fail(format!("Kubernetes client: {e}"), 1),
@@ -167,7 +175,7 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
         listeners,
         api::router(state),
         admin::router(health.clone(), metrics),
-        certs,
+        tls_config,
         health,
         Drain {
             delay: Duration::from_secs(args.shutdown_delay_seconds),

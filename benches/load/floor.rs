@@ -47,7 +47,8 @@ pub fn main(args: &[String]) -> ExitCode {
         .expect("tokio runtime");
     runtime.block_on(async move {
         let certs = CertStore::load(&files).expect("floor: certificate");
-        let acceptor = TlsAcceptor::from(rayshare::tls::server_config(certs));
+        let acceptor =
+            TlsAcceptor::from(rayshare::tls::server_config(certs, None).expect("TLS config"));
         let app = Router::new().route("/mutate", post(mutate));
         let listener = tokio::net::TcpListener::bind(listen)
             .await

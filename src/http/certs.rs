@@ -51,6 +51,33 @@ pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
     })
 }
 
+/// A CA and a client certificate it signed (`clientAuth`), for the API server to present
+/// to the webhook when `--client-ca` asks for one.
+pub fn generate_client(common_name: &str) -> Result<DevCerts, rcgen::Error> {
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "rayshare webhook client CA");
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(DevCerts {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// Writes `ca.crt`, `tls.crt` and `tls.key` (the names of a `kubernetes.io/tls` Secret).
 pub fn write(dir: &Path, certs: &DevCerts) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;

@@ -15,7 +15,6 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::health::Health;
-use crate::http::tls::{self, CertStore};
 
 pub struct Listeners {
     pub admission: TcpListener,
@@ -47,12 +46,12 @@ pub async fn serve(
     listeners: Listeners,
     admission: Router,
     admin: Router,
-    certs: Arc<CertStore>,
+    tls: Arc<rustls::ServerConfig>,
     health: Arc<Health>,
     drain: Drain,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    let acceptor = TlsAcceptor::from(tls::server_config(certs));
+    let acceptor = TlsAcceptor::from(tls);
     health.certs_loaded.store(true, Ordering::Release);
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let admin_task = tokio::spawn(async move {

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rustls::ServerConfig;
 use rustls::crypto::ring::sign::any_supported_type;
+use rustls::server::WebPkiClientVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
@@ -136,14 +137,46 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
-/// TLS 1.2 and 1.3, ALPN h2 then http/1.1 (kube-apiserver's client speaks HTTP/2).
-pub fn server_config(store: Arc<CertStore>) -> Arc<ServerConfig> {
+/// The CAs whose client certificates the admission port requires (`--client-ca`): the
+/// API server presents one when its AdmissionConfiguration's `kubeConfigFile` names it.
+pub fn client_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+    let pem = read(path)?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| TlsError::Invalid(format!("client CA PEM: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| TlsError::Invalid(format!("client CA: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::Invalid(format!(
+            "no certificate in {}",
+            path.display()
+        )));
+    }
+    Ok(Arc::new(roots))
+}
+
+/// TLS 1.2 and 1.3, ALPN h2 then http/1.1 (kube-apiserver's client speaks HTTP/2); with
+/// `client_roots`, only clients with a certificate they signed complete the handshake.
+pub fn server_config(
+    store: Arc<CertStore>,
+    client_roots: Option<Arc<RootCertStore>>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .expect("ring supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
-        .with_cert_resolver(store);
+        .expect("ring supports TLS 1.2 and 1.3");
+    let builder = match client_roots {
+        None => builder.with_no_client_auth(),
+        Some(roots) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .build()
+                .map_err(|e| TlsError::Invalid(format!("client CA: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(store);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Arc::new(config)
+    Ok(Arc::new(config))
 }

@@ -116,15 +116,56 @@ pub struct ControlPlane {
 
 pub static CONTROL_PLANE: LazyLock<ControlPlane> = LazyLock::new(ControlPlane::start);
 
+/// The client certificate the API server presents to every webhook that asks for one
+/// (an AdmissionConfiguration whose kubeconfig has a `*` user): rayshare asks only when
+/// started with `--client-ca`. Returns the AdmissionConfiguration's path.
+fn webhook_client_identity(dir: &Path) -> PathBuf {
+    let certs = rayshare::certs::generate_client("kube-apiserver").unwrap();
+    let pki = dir.join("webhook-client");
+    rayshare::certs::write(&pki, &certs).unwrap();
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "users": [{"name": "*", "user": {
+            "client-certificate": pki.join("tls.crt"),
+            "client-key": pki.join("tls.key"),
+        }}],
+    });
+    std::fs::write(pki.join("kubeconfig"), kubeconfig.to_string()).unwrap();
+    let webhook = json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": pki.join("kubeconfig"),
+    });
+    let admission = json!({
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "MutatingAdmissionWebhook", "configuration": webhook}],
+    });
+    let path = pki.join("admission.json");
+    std::fs::write(&path, admission.to_string()).unwrap();
+    path
+}
+
+/// The CA of the client certificate the API server presents to webhooks.
+pub fn webhook_client_ca() -> PathBuf {
+    CONTROL_PLANE.dir.join("webhook-client/ca.crt")
+}
+
 impl ControlPlane {
     fn start() -> Self {
         let bin = run_script(&repo().join("tests/controlplane/build.sh"));
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("controlplane.log");
+        let admission_config = webhook_client_identity(dir.path());
         let child = Command::new(&bin)
             .arg("--data-dir")
             .arg(dir.path())
             .args(["--parent-pid", &std::process::id().to_string()])
+            .arg("--")
+            .arg(format!(
+                "--admission-control-config-file={}",
+                admission_config.display()
+            ))
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.path().join("controlplane.out")).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -332,20 +373,22 @@ pub struct Rayshare {
     config_yaml: String,
     namespace: String,
     ports: (u16, u16),
+    extra_args: Vec<String>,
     pub log: PathBuf,
     pub admin_url: String,
     pub url: String,
 }
 
 impl Rayshare {
-    pub fn start(dir: &Path, name: &str, config_yaml: &str, namespace: &str) -> Self {
-        Self::start_on(
-            dir,
-            name,
-            config_yaml,
-            namespace,
-            (free_port(), free_port()),
-        )
+    pub fn start(
+        dir: &Path,
+        name: &str,
+        config_yaml: &str,
+        namespace: &str,
+        extra_args: &[String],
+    ) -> Self {
+        let ports = (free_port(), free_port());
+        Self::start_on(dir, name, config_yaml, namespace, ports, extra_args)
     }
 
     /// Stops this instance and starts a fresh process on the same ports.
@@ -357,6 +400,7 @@ impl Rayshare {
             &self.config_yaml,
             &self.namespace,
             self.ports,
+            &self.extra_args,
         );
         *self = fresh;
         self.wait_ready().await;
@@ -368,6 +412,7 @@ impl Rayshare {
         config_yaml: &str,
         namespace: &str,
         ports: (u16, u16),
+        extra_args: &[String],
     ) -> Self {
         let (port, admin_port) = ports;
         let config = dir.join(format!("{name}.config.yaml"));
@@ -388,6 +433,7 @@ impl Rayshare {
             .arg(&CONTROL_PLANE.rayshare_kubeconfig)
             .args(["--pod-name", name, "--pod-namespace", namespace])
             .args(["--drain-timeout-seconds", "5"])
+            .args(extra_args)
             .env("RAYSHARE_LOG", "info,rayshare=debug")
             // Fast reconciler takeover when a test stops the leader.
             .env("RAYSHARE_LEADER_LEASE_SECONDS", "3")
@@ -402,6 +448,7 @@ impl Rayshare {
             config_yaml: config_yaml.into(),
             namespace: namespace.into(),
             ports,
+            extra_args: extra_args.to_vec(),
             log,
             admin_url: format!("http://127.0.0.1:{admin_port}"),
             url: format!("https://127.0.0.1:{port}/mutate"),
@@ -488,6 +535,16 @@ impl TestEnv {
     /// webhook pointing at them (one entry per instance: the API server calls each in
     /// turn, so with two instances both really serve).
     pub async fn new(name: &str, config_yaml: &str, replicas: usize) -> Self {
+        Self::with_args(name, config_yaml, replicas, &[]).await
+    }
+
+    /// [`TestEnv::new`] with extra `rayshare serve` arguments for every instance.
+    pub async fn with_args(
+        name: &str,
+        config_yaml: &str,
+        replicas: usize,
+        extra_args: &[String],
+    ) -> Self {
         let cp = &*CONTROL_PLANE;
         let admin = client(&cp.admin_kubeconfig).await;
         let ns = format!("e2e-{name}");
@@ -505,7 +562,10 @@ impl TestEnv {
             format!("{config_yaml}\nreclaim:\n  namespaces: [{ns}]\n")
         };
         let instances: Vec<Rayshare> = (0..replicas)
-            .map(|i| Rayshare::start(dir.path(), &format!("{name}-{i}"), &config, &ns))
+            .map(|i| {
+                let name = format!("{name}-{i}");
+                Rayshare::start(dir.path(), &name, &config, &ns, extra_args)
+            })
             .collect();
         for r in &instances {
             r.wait_ready().await;

@@ -177,3 +177,31 @@ async fn a_forged_volcano_pod_review_holds_no_capacity() {
     let all = groups.list(&Default::default()).await.unwrap().items;
     assert_eq!(all.len(), 1, "only the stored pod's group exists");
 }
+
+/// With `--client-ca`, only the API server (presenting the client certificate its
+/// AdmissionConfiguration names) completes the TLS handshake: objects made through it are
+/// still rewritten, a review posted by anyone else is refused before it is read.
+#[tokio::test]
+async fn with_a_client_ca_only_the_api_server_is_heard() {
+    let ca = webhook_client_ca().display().to_string();
+    let env = TestEnv::with_args("mtls", DEFAULT_CONFIG, 1, &["--client-ca".into(), ca]).await;
+    let job = create_in(&env.admin, &env.ns, sample("rayjob-run-a.yaml"), false).await;
+    assert!(
+        job["spec"]["clusterSelector"].is_object(),
+        "the API server's review was answered: {}",
+        job["spec"]
+    );
+    let http = reqwest::Client::builder()
+        .add_root_certificate(Certificate::from_pem(env.ca.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let refused = http
+        .post(&env.instances[0].url)
+        .json(&forged_review(&env.ns, &evil_job(&env.ns)))
+        .send()
+        .await;
+    assert!(
+        refused.is_err(),
+        "a client without a certificate got an answer: {refused:?}"
+    );
+}
