@@ -76,7 +76,7 @@ renders=(
   "pods-only|rayshare|rayshare-system|selfSigned|--set config.sharedClusters.enabled=false --set config.indices.enabled=false --set config.podGroups.schedulerNames={volcano,kai-scheduler}"
   "rayjobs-and-indices|rayshare|rayshare-system|selfSigned|--set config.podGroups.enabled=false --set webhook.failurePolicy=Fail --set webhook.reinvocationPolicy=Never"
   "kuberay-volcano|rayshare|rayshare-system|selfSigned|--set kuberay.batchScheduler=volcano"
-  "network-policy|rayshare|rayshare-system|selfSigned|--set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set-json networkPolicy.webhookFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/24\"}}]"
+  "network-policy|rayshare|rayshare-system|selfSigned|--set clientAuth.caConfigMap=apiserver-client-ca --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set-json networkPolicy.webhookFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/24\"}}]"
 )
 for r in "${renders[@]}"; do
   IFS='|' read -r name release ns mode extra <<<"$r"
