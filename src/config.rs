@@ -44,9 +44,9 @@ pub struct SharedClusters {
     /// At most this many active jobs per shared cluster (0: no limit); further jobs of the
     /// same config go to `<name>-1`, `<name>-2`, ...
     pub max_jobs_per_cluster: u32,
-    /// Upper bound on the RayCluster create call made during admission.
+    /// Upper bound on each API call of the cluster provisioner (create, stamp).
     pub create_timeout_ms: u64,
-    /// Deny the RayJob (instead of passing it unchanged) when the cluster cannot be ensured.
+    /// Deny a RayJob whose shape rayshare does not understand (instead of passing it unchanged).
     pub deny_on_error: bool,
 }
 
@@ -92,7 +92,9 @@ pub struct PodGroups {
     pub orphan_grace_seconds: u64,
     /// How often the orphan reconciler runs.
     pub reconcile_interval_seconds: u64,
+    /// Upper bound on each API call of the PodGroup provisioner.
     pub create_timeout_ms: u64,
+    /// Deny a Volcano pod whose shape rayshare does not understand.
     pub deny_on_error: bool,
 }
 

@@ -26,7 +26,6 @@ type Key = (String, String);
 
 /// Stored pods are looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub fn spawn(
     world: Arc<KubeWorld>,
@@ -102,7 +101,8 @@ async fn look(
         .unwrap_or_default()
         .to_string();
     let uid = pod.uid().unwrap_or_default();
-    match world.create(&group, CALL_TIMEOUT).await {
+    let timeout = Duration::from_millis(config.pod_groups.create_timeout_ms);
+    match world.create(&group, timeout).await {
         Ok(Created::Created) => {
             tracing::info!(namespace = %ns, group = %name, pod = %pod.name_any(), "created PodGroup");
             metrics
@@ -120,7 +120,7 @@ async fn look(
             };
             match stored_pod_group::existing(&found, &uid, alive) {
                 Existing::Ours => true,
-                Existing::Adopt => adopt(world, metrics, &ns, &name, &group).await,
+                Existing::Adopt => adopt(world, metrics, &ns, &name, &group, timeout).await,
                 Existing::Foreign => {
                     tracing::warn!(namespace = %ns, group = %name, pod = %pod.name_any(), "a PodGroup of that name exists that is not this pod's; left alone");
                     metrics.error("name_conflict");
@@ -137,7 +137,14 @@ async fn look(
 }
 
 /// Brings rayshare's group, left by an earlier pod of the same name, up to date.
-async fn adopt(world: &KubeWorld, metrics: &Metrics, ns: &str, name: &str, group: &Value) -> bool {
+async fn adopt(
+    world: &KubeWorld,
+    metrics: &Metrics,
+    ns: &str,
+    name: &str,
+    group: &Value,
+    timeout: Duration,
+) -> bool {
     let patch = json!({
         "metadata": { "annotations": {
             POD_UID: group["metadata"]["annotations"][POD_UID],
@@ -148,7 +155,7 @@ async fn adopt(world: &KubeWorld, metrics: &Metrics, ns: &str, name: &str, group
     let api: Api<DynamicObject> =
         Api::namespaced_with(world.client().clone(), ns, &pod_group_resource());
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
-    match tokio::time::timeout(CALL_TIMEOUT, api.patch(name, &params, &patch)).await {
+    match tokio::time::timeout(timeout, api.patch(name, &params, &patch)).await {
         Ok(Ok(_)) => {
             metrics
                 .reused

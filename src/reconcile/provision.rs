@@ -32,7 +32,10 @@ type Key = (String, String);
 const RESYNC: Duration = Duration::from_secs(30);
 /// A cluster this replica made is not made again before the cache shows it.
 const MADE_RECENTLY: Duration = Duration::from_secs(10);
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn timeout(config: &Config) -> Duration {
+    Duration::from_millis(config.shared_clusters.create_timeout_ms)
+}
 
 pub fn spawn(
     world: Arc<KubeWorld>,
@@ -135,7 +138,7 @@ async fn look(
             if let Some(patch) =
                 reclaim::refresh(&info, newest, wanted_ttl, reclaim_cfg.idle_ttl_seconds)
             {
-                stamp(world, metrics, key, &patch).await;
+                stamp(world, config, metrics, key, &patch).await;
             }
         }
         None if made.contains_key(key) => {}
@@ -191,7 +194,7 @@ async fn make(
         }
     };
     let started = Instant::now();
-    match tokio::time::timeout(CALL_TIMEOUT, api.create(&PostParams::default(), &object)).await {
+    match tokio::time::timeout(timeout(config), api.create(&PostParams::default(), &object)).await {
         Ok(Ok(_)) => {
             tracing::info!(namespace = %ns, cluster = %name, jobs = jobs.len(), "created shared cluster");
             metrics
@@ -217,11 +220,17 @@ async fn make(
     }
 }
 
-async fn stamp(world: &KubeWorld, metrics: &Metrics, (ns, name): &Key, patch: &Value) {
+async fn stamp(
+    world: &KubeWorld,
+    config: &Config,
+    metrics: &Metrics,
+    (ns, name): &Key,
+    patch: &Value,
+) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(world.client().clone(), ns, &ray_cluster_resource());
     let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
-    match tokio::time::timeout(CALL_TIMEOUT, api.patch(name, &params, &patch)).await {
+    match tokio::time::timeout(timeout(config), api.patch(name, &params, &patch)).await {
         Ok(Ok(_)) => {}
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
         Ok(Err(e)) => {
