@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::config::Indices;
 use crate::domain::cluster::ClusterInfo;
@@ -85,8 +84,7 @@ pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: 
 /// `<group>-<5 chars>`, derived from the slot so every host of a replica agrees on it
 /// whoever assigned it (KubeRay uses 5 random characters).
 pub fn replica_name(cluster: &str, group: &str, replica: u32) -> String {
-    let hash = Sha256::digest(format!("{cluster}/{group}/{replica}").as_bytes());
-    let suffix = data_encoding::BASE32_NOPAD.encode(&hash)[..5].to_ascii_lowercase();
+    let suffix = crate::domain::naming::hashed(&format!("{cluster}/{group}/{replica}"), 5);
     // A label value holds 63 characters: shorten a long group name (the hash keeps it unique).
     let group: String = group.chars().take(57).collect();
     let group = group.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());

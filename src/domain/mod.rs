@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod indices;
 pub mod labels;
+pub mod naming;
 pub mod pod_group;
 pub mod quantity;
 pub mod reclaim;

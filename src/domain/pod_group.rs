@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::config::PodGroups;
 use crate::domain::labels;
@@ -133,8 +132,7 @@ pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
         .as_str()
         .filter(|p| !p.is_empty())
         .ok_or("pod has neither name nor generateName")?;
-    let hash = Sha256::digest(request_uid.as_bytes());
-    let suffix: String = data_encoding::BASE32_NOPAD.encode(&hash)[..10].to_ascii_lowercase();
+    let suffix = crate::domain::naming::hashed(request_uid, 10);
     let mut end = prefix.len().min(253 - suffix.len());
     while !prefix.is_char_boundary(end) {
         end -= 1;

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use data_encoding::BASE32_NOPAD;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -256,8 +255,10 @@ pub fn cluster_name(digest_hex: &str) -> String {
         .step_by(2)
         .filter_map(|i| u8::from_str_radix(digest_hex.get(i..i + 2)?, 16).ok())
         .collect();
-    let encoded = BASE32_NOPAD.encode(&bytes).to_ascii_lowercase();
-    format!("{NAME_PREFIX}{}", &encoded[..NAME_HASH_CHARS])
+    format!(
+        "{NAME_PREFIX}{}",
+        crate::domain::naming::base32(&bytes, NAME_HASH_CHARS)
+    )
 }
 
 #[cfg(test)]
@@ -342,18 +343,41 @@ mod tests {
         })
     }
 
-    /// Rebuilds every object with its keys inserted in reverse order.
-    fn reversed(v: &Value) -> Value {
+    fn count_leaves(v: &Value) -> usize {
         match v {
-            Value::Object(m) => {
-                let mut out = Map::new();
-                for (k, v) in m.iter().rev() {
-                    out.insert(k.clone(), reversed(v));
-                }
-                Value::Object(out)
+            Value::Object(m) => m.values().map(count_leaves).sum(),
+            Value::Array(a) => a.iter().map(count_leaves).sum(),
+            _ => 1,
+        }
+    }
+
+    /// Changes the `n`th leaf (depth first): a bool flips, a number moves, a string grows.
+    fn change_leaf(v: &mut Value, n: &mut usize) -> bool {
+        match v {
+            Value::Object(m) => m.values_mut().any(|c| change_leaf(c, n)),
+            Value::Array(a) => a.iter_mut().any(|c| change_leaf(c, n)),
+            leaf if *n > 0 => {
+                let _ = leaf;
+                *n -= 1;
+                false
             }
-            Value::Array(a) => Value::Array(a.iter().map(reversed).collect()),
-            other => other.clone(),
+            Value::Bool(b) => {
+                *b = !*b;
+                true
+            }
+            Value::Number(x) => {
+                let i = x.as_i64().unwrap_or(0);
+                *v = json!(if i == i64::MAX { 0 } else { i + 1 });
+                true
+            }
+            Value::String(s) => {
+                s.push('q');
+                true
+            }
+            Value::Null => {
+                *v = json!("q");
+                true
+            }
         }
     }
 
@@ -471,9 +495,16 @@ mod tests {
             prop_assert!(same_identity(&as_json(&list), &as_json(&shuffled)));
         }
 
+        /// The identity sees every value: changing any one leaf of a spec names another
+        /// cluster (a canonical form that dropped or merged values would share clusters
+        /// between configs).
         #[test]
-        fn digest_ignores_key_order(v in arb_json()) {
-            prop_assert_eq!(digest(&v, &Map::new()), digest(&reversed(&v), &Map::new()));
+        fn every_leaf_enters_the_digest(v in arb_json(), pick in any::<prop::sample::Index>()) {
+            let leaves = count_leaves(&v);
+            prop_assume!(leaves > 0);
+            let mut changed = v.clone();
+            change_leaf(&mut changed, &mut pick.index(leaves));
+            prop_assert_ne!(digest(&v, &Map::new()), digest(&changed, &Map::new()));
         }
 
         #[test]

@@ -40,9 +40,7 @@ impl KubeWorld {
     /// Deterministic per (cluster, group, slot), and unambiguous: joining the names with
     /// '-' would give (`a-b`, `c`) and (`a`, `b-c`) the same claim.
     fn claim_name(r: &IndexRequest, slot: Slot) -> String {
-        use sha2::Digest;
-        let h = sha2::Sha256::digest(format!("{}/{}", r.cluster, r.group).as_bytes());
-        let h = data_encoding::BASE32_NOPAD.encode(&h)[..16].to_ascii_lowercase();
+        let h = crate::domain::naming::hashed(&format!("{}/{}", r.cluster, r.group), 16);
         format!("rayshare-idx-{h}-{}-{}", slot.replica, slot.host)
     }
 
