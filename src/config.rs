@@ -13,6 +13,9 @@ pub const DEFAULT_OPT_OUT_ANNOTATION: &str = "rayshare.io/skip";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Config {
+    /// This installation's name: rayshare labels what it admits and makes with it and acts
+    /// only on objects carrying it (several installations can share a cluster).
+    pub instance: String,
     /// An object annotated with this key and the value "true" is left unchanged.
     pub opt_out_annotation: String,
     /// Budget for all API calls of one admission request; keep it below the webhook's
@@ -118,6 +121,7 @@ pub struct Indices {
 impl Default for Config {
     fn default() -> Self {
         Self {
+            instance: "rayshare".into(),
             opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.into(),
             admission_timeout_ms: 4000,
             shared_clusters: SharedClusters::default(),
@@ -292,6 +296,19 @@ impl Config {
                 message: message.into(),
             })
         };
+        let label_value = |v: &str| {
+            (1..=63).contains(&v.len())
+                && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && v.ends_with(|c: char| c.is_ascii_alphanumeric())
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        };
+        if !label_value(&self.instance) {
+            return invalid(
+                "instance",
+                "must be a label value (1-63 alphanumerics, '-', '_', '.')",
+            );
+        }
         if self.opt_out_annotation.is_empty() {
             return invalid("optOutAnnotation", "must not be empty");
         }
@@ -376,6 +393,8 @@ mod tests {
         "podGroups:\n  defaultQueue: 3\n  schedulerNames: yes\n",
         "podGroups.schedulerNames"
     )]
+    #[case("instance: \"team a\"\n", "instance")]
+    #[case("instance: \"\"\n", "instance")]
     #[case("indices:\n  claimTimeoutMs: 0\n", "indices.claimTimeoutMs")]
     #[case("podGroups:\n  schedulerNames: []\n", "podGroups.schedulerNames")]
     #[case(

@@ -38,7 +38,7 @@ impl<W: World> Work<'_, W> {
         self.warnings
             .push(format!("rayshare: in Volcano PodGroup {}", group.name));
         let mut pod = group.pod;
-        labels::set(&mut pod, "labels", GROUPED, "true");
+        labels::set(&mut pod, "labels", GROUPED, &self.cfg.instance);
         self.changed = Some(pod);
         self.ensured.push(group.group);
     }

@@ -43,7 +43,7 @@ impl<W: World> Work<'_, W> {
         };
         for index in 0..MAX_POOL {
             let member = rewrite.pooled(index);
-            match self.judge(&member) {
+            match self.judge(&member).await {
                 Member::Next => continue,
                 Member::Conflict => {
                     let msg = format!(
@@ -63,6 +63,7 @@ impl<W: World> Work<'_, W> {
                         }
                     }
                     let mut job = member.job;
+                    labels::set(&mut job, "labels", labels::INSTANCE, &self.cfg.instance);
                     // The TTL travels with the job, so whichever replica makes the
                     // cluster gives it the TTL this configuration meant.
                     let reclaim = &self.cfg.reclaim;
@@ -83,18 +84,41 @@ impl<W: World> Work<'_, W> {
         self.fail("pool_exhausted", msg, false)
     }
 
-    fn judge(&self, member: &Rewrite) -> Member {
-        let Some(info) = self.world.ray_cluster(&self.namespace, &member.name) else {
-            return Member::Use(false);
+    async fn judge(&self, member: &Rewrite) -> Member {
+        let cached = self.world.ray_cluster(&self.namespace, &member.name);
+        let info = match cached {
+            Some(info) => info,
+            // Not cached (new, or the watch is behind): ask, so a cluster someone else
+            // made under this name a moment ago is never selected. A read only; when it
+            // fails the provisioner still refuses to touch a cluster it did not make.
+            None => {
+                let timeout = self.budget(self.cfg.shared_clusters.create_timeout_ms);
+                match self
+                    .world
+                    .fetch_cluster(&self.namespace, &member.name, timeout)
+                    .await
+                {
+                    Ok(Some(info)) => info,
+                    Ok(None) => return Member::Use(false),
+                    Err(e) => {
+                        tracing::warn!(error = %e, cluster = %member.name, "cannot read the cluster; the provisioner will look");
+                        if let Some(m) = self.metrics {
+                            m.error(e.cause());
+                        }
+                        return Member::Use(false);
+                    }
+                }
+            }
         };
         if !info.serves(&member.digest) {
             return Member::Conflict;
         }
         let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
         let full = max > 0 && self.world.active_jobs(&self.namespace, &member.name) >= max;
-        // A cluster being deleted would make the job wait for its recreation: a
-        // sibling is as warm (or as cold) and ready sooner.
-        if full || info.deleting {
+        // A cluster marked for reclaim may be deleted before this job is stored (the
+        // reclaimer would not see it in time), and one being deleted would make the job
+        // wait for its recreation: a sibling is safe, and ready sooner.
+        if full || info.deleting || info.marked.is_some() {
             return Member::Next;
         }
         Member::Use(true)

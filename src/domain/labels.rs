@@ -9,6 +9,9 @@ pub const MANAGER: &str = "rayshare";
 pub const SHARED_CLUSTER: &str = "rayshare.io/shared-cluster";
 pub const CONFIG_DIGEST: &str = "rayshare.io/config-digest";
 pub const JOB_CLUSTER: &str = "rayshare.io/cluster";
+/// Which rayshare installation (config `instance`) admitted an object and makes what it
+/// needs: each installation acts only on its own.
+pub const INSTANCE: &str = "rayshare.io/instance";
 pub const FOR_POD: &str = "rayshare.io/pod";
 pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
 /// On a PodGroup reused for a pod of the same name: when that pod was admitted.

@@ -3,11 +3,12 @@
 //!
 //! The hand-off: the reclaimer first marks an idle cluster ([`MARKED`], conditioned on the
 //! resourceVersion it judged), waits the quiet period, and deletes it only if it is still
-//! idle, conditioned on the resourceVersion of that second look. A job admitted onto the
-//! cluster meanwhile is stored within the quiet period; the provisioner sees it and lifts
-//! the mark (changing the resourceVersion, so the deletion fails). Should a job still end
-//! up selecting a deleted cluster, the provisioner makes the cluster again from the spec
-//! the job carries: no job is stranded.
+//! idle, conditioned on the resourceVersion of that second look. Admission never sends a
+//! job to a marked cluster, so the only jobs that can still arrive are those admitted
+//! before the mark reached its cache: they are stored within the quiet period, and the
+//! provisioner lifts the mark for them (changing the resourceVersion, so the deletion
+//! fails). Should a job still end up selecting a deleted cluster, the provisioner makes the
+//! cluster again from the spec the job carries: no job is stranded.
 
 use std::time::Duration;
 

@@ -11,7 +11,8 @@ use crate::config::PodGroups;
 use crate::domain::labels;
 use crate::domain::pod_group::{self, Plan};
 
-/// On a pod whose group rayshare is to make (the provisioner's watch selects it).
+/// On a pod whose group rayshare is to make, naming the installation (config `instance`)
+/// whose provisioner makes it.
 pub const GROUPED: &str = "rayshare.io/pod-group";
 /// On a group: the uid of the pod it was made for.
 pub const POD_UID: &str = "rayshare.io/pod-uid";
@@ -38,6 +39,9 @@ pub fn group_for(
     let mut group = plan.group;
     group["metadata"]["name"] = json!(name);
     labels::set(&mut group, "annotations", POD_UID, uid);
+    if let Some(instance) = labels::get(pod, "labels", GROUPED) {
+        labels::set(&mut group, "labels", labels::INSTANCE, instance);
+    }
     Some(group)
 }
 

@@ -33,11 +33,14 @@ struct Usage {
 async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result<(), kube::Error> {
     let cfg = &config.reclaim;
     let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ray_cluster_resource());
+    // This installation's clusters only (another installation reclaims its own).
     let selector = format!(
-        "{}={},{}=true",
+        "{}={},{}=true,{}={}",
         labels::MANAGED_BY,
         labels::MANAGER,
-        labels::SHARED_CLUSTER
+        labels::SHARED_CLUSTER,
+        labels::INSTANCE,
+        config.instance
     );
     let clusters_list = list_metadata(&clusters, ListParams::default().labels(&selector)).await?;
     let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());

@@ -174,7 +174,10 @@ pub fn spawn_all(
                     return;
                 }
                 match which {
-                    0 => pod_groups::pass(&client, &config.pod_groups, &metrics).await,
+                    0 => {
+                        let cfg = &config.pod_groups;
+                        pod_groups::pass(&client, cfg, &config.instance, &metrics).await
+                    }
                     1 => index_claims::pass(&client, &config.indices, &metrics).await,
                     _ => clusters::pass(&client, &config, &metrics).await,
                 }

@@ -19,17 +19,28 @@ use crate::world::kube::pod_group_resource;
 /// Beyond this many namespaces with candidates, one cluster-wide list is cheaper.
 const MAX_NAMESPACED_LISTS: usize = 20;
 
-pub async fn pass(client: &Client, cfg: &PodGroups, metrics: &Metrics) {
-    if let Err(e) = try_pass(client, cfg, metrics).await {
+pub async fn pass(client: &Client, cfg: &PodGroups, instance: &str, metrics: &Metrics) {
+    if let Err(e) = try_pass(client, cfg, instance, metrics).await {
         tracing::warn!(error = %e, "PodGroup reconcile pass failed");
         metrics.error("reconcile_list");
     }
 }
 
-async fn try_pass(client: &Client, cfg: &PodGroups, metrics: &Metrics) -> Result<(), kube::Error> {
+async fn try_pass(
+    client: &Client,
+    cfg: &PodGroups,
+    instance: &str,
+    metrics: &Metrics,
+) -> Result<(), kube::Error> {
     let resource = pod_group_resource();
     let groups: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGER);
+    let selector = format!(
+        "{}={},{}={}",
+        labels::MANAGED_BY,
+        labels::MANAGER,
+        labels::INSTANCE,
+        instance
+    );
     let grace = Duration::from_secs(cfg.orphan_grace_seconds);
     // Owned groups too: an owner (a Job, a Flyte workflow) can outlive many of its pods,
     // and each orphaned group holds queue capacity until then.

@@ -63,6 +63,14 @@ pub struct IndexRequest {
 
 pub trait World: Send + Sync + 'static {
     fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo>;
+    /// The RayCluster as the API server has it now (a read, for names the cache does not
+    /// know yet: a cluster made a moment ago, maybe by someone else).
+    fn fetch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Option<ClusterInfo>, WorldError>> + Send;
     fn namespace_queue(&self, namespace: &str) -> Option<String>;
     /// Active (non-terminal) RayJobs selecting the cluster, including ones this replica
     /// admitted that its cache has not seen yet.
@@ -172,6 +180,15 @@ impl World for MemoryWorld {
 
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
         self.namespace_queues.get(namespace).cloned()
+    }
+
+    async fn fetch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        _timeout: Duration,
+    ) -> Result<Option<ClusterInfo>, WorldError> {
+        Ok(self.ray_cluster(namespace, name))
     }
 
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {

@@ -37,7 +37,11 @@ async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
     job["metadata"]["namespace"] = json!(env.ns);
     // What rayshare means to store, computed offline by the same code.
     let text = serde_json::to_string(&job).unwrap();
-    let offline = rayshare::offline::run(&text, &env.ns, &Default::default())
+    let config = rayshare::config::Config {
+        instance: env.name.clone(),
+        ..Default::default()
+    };
+    let offline = rayshare::offline::run(&text, &env.ns, &config)
         .await
         .unwrap();
     let intended_job = &offline[0].object;

@@ -561,6 +561,8 @@ impl TestEnv {
         } else {
             format!("{config_yaml}\nreclaim:\n  namespaces: [{ns}]\n")
         };
+        // Each test is its own installation: its provisioners act on its objects only.
+        let config = format!("instance: {name}\n{config}");
         let instances: Vec<Rayshare> = (0..replicas)
             .map(|i| {
                 let name = format!("{name}-{i}");

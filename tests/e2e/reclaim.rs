@@ -173,6 +173,10 @@ async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
     let survivor = &env.instances[1 - index];
     let shard = json!({SHARD_LABEL: (1 - index).to_string()});
     let cluster = selected(&create_job(&env, "rayjob-run-a.yaml", "after", shard).await).unwrap();
+    wait_for("the provisioner to make the cluster", || {
+        cluster_uid(&env, &cluster)
+    })
+    .await;
     finish(&env, "after").await;
     wait_for(
         "the surviving replica to reclaim the idle cluster",
@@ -180,7 +184,10 @@ async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
     )
     .await;
     let new_leader = holder().await.unwrap();
-    assert_ne!(new_leader, leader);
+    assert_ne!(
+        new_leader, leader,
+        "the cluster was reclaimed by the stopped leader?"
+    );
     assert!(
         survivor
             .log_text()

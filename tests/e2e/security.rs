@@ -125,7 +125,7 @@ async fn a_stored_job_whose_spec_does_not_match_its_selector_gets_no_cluster() {
     // claims a shared cluster's name and carries an attacker's spec for it.
     let mut evil = evil_job(&env.ns_off);
     evil["metadata"]["name"] = json!("hand-made");
-    evil["metadata"]["labels"] = json!({"rayshare.io/cluster": "ray-aaaaaaaaaaaaaaaaaaaa"});
+    evil["metadata"]["labels"] = json!({"rayshare.io/cluster": "ray-aaaaaaaaaaaaaaaaaaaa", "rayshare.io/instance": env.name});
     let spec = serde_json::to_string(&evil["spec"]["rayClusterSpec"]).unwrap();
     evil["metadata"]["annotations"] = json!({"rayshare.io/cluster-spec": spec});
     let spec_obj = evil["spec"].as_object_mut().unwrap();

@@ -86,12 +86,9 @@ async fn jobs_of_one_config_share_a_cluster_and_another_config_gets_its_own() {
         (clusters(&env).await.len() == 2).then_some(())
     })
     .await;
-    // Counted once each: one planned at admission and made by the provisioner, one reused.
-    let counted = |m: &str| {
-        m.contains("rayshare_objects_created_total{kind=\"RayCluster\"} 2")
-            && m.contains("rayshare_objects_planned_total{kind=\"RayCluster\"} 2")
-            && m.contains("rayshare_objects_reused_total{kind=\"RayCluster\"} 1")
-    };
+    // Two clusters made by the provisioner (whether the second run's admission found the
+    // cluster already made, "reused", or not yet, "planned", depends on timing).
+    let counted = |m: &str| m.contains("rayshare_objects_created_total{kind=\"RayCluster\"} 2");
     wait_for("the creations to be counted", || async {
         Some(env.instances[0].metrics().await).filter(|m| counted(m))
     })

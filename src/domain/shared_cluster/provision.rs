@@ -104,7 +104,11 @@ pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refus
         });
     }
     let namespace = job["metadata"]["namespace"].as_str().unwrap_or_default();
-    Ok(cluster_object(selector, namespace, spec, &copied, &digest))
+    let mut cluster = cluster_object(selector, namespace, spec, &copied, &digest);
+    if let Some(instance) = labels::get(job, "labels", labels::INSTANCE) {
+        labels::set(&mut cluster, "labels", labels::INSTANCE, instance);
+    }
+    Ok(cluster)
 }
 
 #[cfg(test)]

@@ -346,13 +346,20 @@ async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
     );
 }
 
+#[rstest]
+#[case::deleting("deletionTimestamp")]
+#[case::marked_for_reclaim("annotations")]
 #[tokio::test]
-async fn a_cluster_being_deleted_sends_the_job_to_the_next_pool_member() {
+async fn a_cluster_on_its_way_out_sends_the_job_to_the_next_pool_member(#[case] how: &str) {
     let s = state(MemoryWorld::default(), Config::default());
     let body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
     let first = post_and_store(s.clone(), &body).await;
-    let r = repost_after_editing_clusters(s, |v| {
-        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z")
+    let r = repost_after_editing_clusters(s, |v| match how {
+        "deletionTimestamp" => v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"),
+        _ => {
+            v["metadata"]["annotations"]["rayshare.io/reclaim-marked-at"] =
+                json!("2026-01-01T00:00:00Z")
+        }
     })
     .await;
     let selected = |r: &Value| {

@@ -51,7 +51,8 @@ impl KubeWorld {
         let pods = config.pod_groups.enabled.then(|| {
             let api: Api<Pod> = Api::all(watch_client.clone());
             let (reader, writer) = reflector::store();
-            let selector = watcher::Config::default().labels(GROUPED).any_semantic();
+            let selector = format!("{GROUPED}={}", config.instance);
+            let selector = watcher::Config::default().labels(&selector).any_semantic();
             let wake = pod_wakeups.0.clone();
             let stream = watcher(api, selector)
                 .default_backoff()
@@ -128,7 +129,12 @@ impl KubeWorld {
             let ar = ray_job_resource();
             let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
             let selector = watcher::Config::default()
-                .labels(labels::JOB_CLUSTER)
+                .labels(&format!(
+                    "{},{}={}",
+                    labels::JOB_CLUSTER,
+                    labels::INSTANCE,
+                    config.instance
+                ))
                 .any_semantic();
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();

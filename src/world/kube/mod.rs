@@ -121,6 +121,20 @@ impl KubeWorld {
 }
 
 impl World for KubeWorld {
+    async fn fetch_cluster(
+        &self,
+        namespace: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Option<ClusterInfo>, WorldError> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &ray_cluster_resource());
+        let found = bounded(timeout, api.get_opt(name))
+            .await?
+            .map_err(to_world_error)?;
+        Ok(found.map(|c| ClusterInfo::from_value(&serde_json::to_value(c).unwrap_or_default())))
+    }
+
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
         self.jobs
             .as_ref()
