@@ -562,7 +562,12 @@ impl TestEnv {
             format!("{config_yaml}\nreclaim:\n  namespaces: [{ns}]\n")
         };
         // Each test is its own installation: its provisioners act on its objects only.
-        let config = format!("instance: {name}\n{config}");
+        let mut parsed: Value = serde_norway::from_str(&config).unwrap();
+        if !parsed.is_object() {
+            parsed = json!({});
+        }
+        parsed["instance"] = json!(name);
+        let config = serde_norway::to_string(&parsed).unwrap();
         let instances: Vec<Rayshare> = (0..replicas)
             .map(|i| {
                 let name = format!("{name}-{i}");
