@@ -2,9 +2,11 @@
 //! cluster configs on shared RayClusters, gives Volcano pods their own PodGroups, and
 //! gives multi-host Ray worker pods unique replica/host indices.
 //!
-//! Functional core: `shared_cluster`, `pod_group`, `indices` (pure planners) and
-//! `mutate` (one request, start to finish, against a `World`). Imperative shell: `api`,
-//! `admin`, `server`, `tls`, `kube_world`, `reconcile`.
+//! Functional core: `domain` (pure planners per feature, importing nothing from the
+//! shell). `admission` runs them for one request against a `world::World` (what the caches
+//! know). Imperative shell: `http` (server, TLS, router, admin), `world::kube` (caches,
+//! calls, index claims), `reconcile` (provisioners that make what stored objects need,
+//! and the leader's reconcilers). See ARCHITECTURE.md.
 
 pub mod admission;
 pub mod cli;
