@@ -121,3 +121,74 @@ impl JobIndex {
         entry.push((job.into(), Instant::now()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+    use serde_json::json;
+
+    use super::*;
+
+    fn job(name: &str, cluster: &str, state: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": { "name": name, "namespace": "ns" },
+            "spec": { "clusterSelector": { "ray.io/cluster": cluster } },
+            "status": { "jobDeploymentStatus": state },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn active_jobs_are_counted_per_cluster_and_terminal_ones_leave() {
+        let index = JobIndex::default();
+        index.apply(Event::Apply(job("a", "c1", "Running")));
+        index.apply(Event::Apply(job("b", "c1", "Initializing")));
+        index.apply(Event::Apply(job("c", "c2", "Running")));
+        assert_eq!((index.count("ns", "c1"), index.count("ns", "c2")), (2, 1));
+        index.apply(Event::Apply(job("a", "c1", "Complete")));
+        index.apply(Event::Delete(job("c", "c2", "Running")));
+        assert_eq!((index.count("ns", "c1"), index.count("ns", "c2")), (1, 0));
+        // A job moved to another cluster counts there only.
+        index.apply(Event::Apply(job("b", "c2", "Running")));
+        assert_eq!((index.count("ns", "c1"), index.count("ns", "c2")), (0, 1));
+    }
+
+    #[test]
+    fn a_relist_replaces_what_was_known() {
+        let index = JobIndex::default();
+        index.apply(Event::Apply(job("gone", "c1", "Running")));
+        index.apply(Event::Init);
+        index.apply(Event::InitApply(job("kept", "c1", "Running")));
+        // Until the relist is done, the old view stands.
+        assert_eq!(index.count("ns", "c1"), 1);
+        index.apply(Event::InitDone);
+        assert_eq!(index.count("ns", "c1"), 1);
+        index.apply(Event::Delete(job("kept", "c1", "Running")));
+        assert_eq!(index.count("ns", "c1"), 0, "the relist dropped `gone`");
+    }
+
+    #[test]
+    fn admitted_jobs_count_until_the_watch_shows_them_once() {
+        let index = JobIndex::default();
+        index.note("ns", "c1", "new");
+        assert_eq!(index.count("ns", "c1"), 1);
+        index.apply(Event::Apply(job("new", "c1", "Running")));
+        assert_eq!(index.count("ns", "c1"), 1, "not counted twice");
+    }
+
+    #[test]
+    fn a_deleting_job_is_not_active() {
+        let index = JobIndex::default();
+        let mut j = job("a", "c1", "Running");
+        j.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ));
+        index.apply(Event::Apply(j));
+        assert_eq!(index.count("ns", "c1"), 0);
+        assert_eq!(
+            JobIndex::selected(&job("x", "c9", "")),
+            Some(("ns".into(), "c9".into()))
+        );
+    }
+}
