@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+pub use crate::cause::Cause;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     pub kind: &'static str,
@@ -20,8 +22,14 @@ pub struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CauseLabel {
+pub struct ReloadLabel {
+    /// `reloaded` or `rejected`.
     pub cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: Cause,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -48,7 +56,7 @@ pub struct Metrics {
     pub reconcile_passes: Family<KindLabel, Counter>,
     pub provision_seconds: Histogram,
     pub errors: Family<CauseLabel, Counter>,
-    pub cert_reloads: Family<CauseLabel, Counter>,
+    pub cert_reloads: Family<ReloadLabel, Counter>,
     pub in_flight: Gauge,
     pub shared_clusters: Family<StateLabel, Gauge>,
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
@@ -120,7 +128,7 @@ impl Default for Metrics {
         );
         let errors = Family::<CauseLabel, Counter>::default();
         registry.register("errors", "Errors by cause", errors.clone());
-        let cert_reloads = Family::<CauseLabel, Counter>::default();
+        let cert_reloads = Family::<ReloadLabel, Counter>::default();
         registry.register(
             "certificate_reloads",
             "Certificate reloads by result",
@@ -166,7 +174,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn error(&self, cause: &'static str) {
+    pub fn error(&self, cause: Cause) {
         self.errors.get_or_create(&CauseLabel { cause }).inc();
     }
 

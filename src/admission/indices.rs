@@ -1,6 +1,7 @@
 //! Replica/host indices at admission: claim a slot through the API server, apply it.
 
 use super::work::Work;
+use crate::cause::Cause;
 use crate::domain::{indices, labels};
 use crate::world::{IndexRequest, World};
 
@@ -20,7 +21,7 @@ impl<W: World> Work<'_, W> {
                     && info.is_none()
                     && let Some(m) = self.metrics
                 {
-                    m.error("cluster_not_cached");
+                    m.error(Cause::ClusterNotCached);
                 }
                 self.warnings.extend(warning);
                 return;

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 pub use review::{AdmissionRequest, GroupVersionKind, ReviewError, Verdict, parse_review};
 
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::World;
@@ -32,8 +33,8 @@ pub enum Outcome {
     Unchanged,
     Mutated,
     /// rayshare could not do its job; the object passes unchanged (or is denied).
-    Failed(&'static str),
-    Denied(&'static str),
+    Failed(Cause),
+    Denied(Cause),
 }
 
 impl Outcome {
@@ -76,7 +77,7 @@ impl Admission {
 
     /// rayshare could not look at the object: it passes unchanged, with a warning and a
     /// counted cause.
-    pub fn failed_open(cause: &'static str, warning: String, metrics: Option<&Metrics>) -> Self {
+    pub fn failed_open(cause: Cause, warning: String, metrics: Option<&Metrics>) -> Self {
         if let Some(m) = metrics {
             m.error(cause);
         }
@@ -115,7 +116,7 @@ fn target(req: &AdmissionRequest, cfg: &Config) -> Option<&'static str> {
 
 fn no_object(metrics: Option<&Metrics>) -> Admission {
     let warning = "rayshare: request carried no object; left unchanged".into();
-    Admission::failed_open("no_object", warning, metrics)
+    Admission::failed_open(Cause::NoObject, warning, metrics)
 }
 
 /// The answer to a request that needs no work (most of them): a kind or operation
@@ -153,7 +154,7 @@ pub async fn work<W: World>(
         Ok(_) => return no_object(metrics),
         Err(e) => {
             let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
-            return Admission::failed_open("odd_object", warning, metrics);
+            return Admission::failed_open(Cause::OddObject, warning, metrics);
         }
     };
     let no_head = triage::Head::default();

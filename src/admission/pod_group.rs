@@ -3,6 +3,7 @@
 //! server has stored the pod. No API writes here: a forged review holds no capacity.
 
 use super::work::Work;
+use crate::cause::Cause;
 use crate::domain::stored_pod_group::GROUPED;
 use crate::domain::{labels, pod_group};
 use crate::world::World;
@@ -24,7 +25,7 @@ impl<W: World> Work<'_, W> {
                 let msg = format!(
                     "rayshare: no PodGroup for this pod, its shape was not understood: {why}"
                 );
-                return self.fail("odd_object", msg, cfg.deny_on_error);
+                return self.fail(Cause::OddObject, msg, cfg.deny_on_error);
             }
             Ok(pod_group::Plan::Skip(warning)) => {
                 self.warnings.extend(warning);

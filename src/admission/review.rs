@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::admission::triage::Head;
+use crate::cause::Cause;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -93,12 +94,12 @@ pub enum ReviewError {
 }
 
 impl ReviewError {
-    pub fn cause(&self) -> &'static str {
+    pub fn cause(&self) -> Cause {
         match self {
-            Self::NotJson(_) => "not_json",
-            Self::NotReview(_) => "not_review",
-            Self::NoRequest => "no_request",
-            Self::NoUid => "no_uid",
+            Self::NotJson(_) => Cause::NotJson,
+            Self::NotReview(_) => Cause::NotReview,
+            Self::NoRequest => Cause::NoRequest,
+            Self::NoUid => Cause::NoUid,
         }
     }
 }
@@ -238,7 +239,7 @@ mod tests {
     #[case(review(json!({"uid":"", "kind":{"version":"v1","kind":"Pod"}, "operation":"CREATE"})), "no_uid")]
     #[case(review(json!({"uid":"u", "operation":"CREATE"})), "not_review")]
     fn bad_reviews_say_why(#[case] body: Vec<u8>, #[case] cause: &str) {
-        assert_eq!(parse_review(body).unwrap_err().cause(), cause);
+        assert_eq!(parse_review(body).unwrap_err().cause().as_str(), cause);
     }
 
     #[test]

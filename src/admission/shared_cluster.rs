@@ -6,6 +6,7 @@
 //! nothing.
 
 use super::work::Work;
+use crate::cause::Cause;
 use crate::domain::labels;
 use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite};
 use crate::world::World;
@@ -33,7 +34,7 @@ impl<W: World> Work<'_, W> {
             Err(why) => {
                 let msg =
                     format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
-                return self.fail("odd_object", msg, cfg.deny_on_error);
+                return self.fail(Cause::OddObject, msg, cfg.deny_on_error);
             }
             Ok(shared_cluster::Plan::Skip(warning)) => {
                 self.warnings.extend(warning);
@@ -50,7 +51,7 @@ impl<W: World> Work<'_, W> {
                         "rayshare: RayJob left unchanged: a RayCluster named {} exists that rayshare did not create for this config",
                         member.name
                     );
-                    return self.fail("name_conflict", msg, false);
+                    return self.fail(Cause::NameConflict, msg, false);
                 }
                 Member::Use(exists) => {
                     if !self.req.dry_run {
@@ -81,7 +82,7 @@ impl<W: World> Work<'_, W> {
         let msg = format!(
             "rayshare: RayJob left unchanged: all {MAX_POOL} shared clusters of its config are full"
         );
-        self.fail("pool_exhausted", msg, false)
+        self.fail(Cause::PoolExhausted, msg, false)
     }
 
     async fn judge(&self, member: &Rewrite) -> Member {

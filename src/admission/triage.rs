@@ -470,7 +470,7 @@ mod tests {
             crate::admission::review::parse_review(body.into_bytes()).expect("the review parses");
         let cfg = Config::default();
         let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
-        assert_eq!(a.outcome, Outcome::Failed("odd_object"));
+        assert_eq!(a.outcome, Outcome::Failed(crate::cause::Cause::OddObject));
         assert!(a.verdict.allowed);
         assert!(
             a.verdict.warnings[0].contains("does not parse"),

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::AdmissionRequest;
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::World;
@@ -21,7 +22,7 @@ pub(super) struct Work<'a, W: World> {
     pub(super) changed: Option<Value>,
     pub(super) warnings: Vec<String>,
     pub(super) ensured: Vec<Value>,
-    pub(super) failure: Option<(&'static str, bool)>,
+    pub(super) failure: Option<(Cause, bool)>,
     pub(super) deadline: Instant,
 }
 
@@ -46,8 +47,8 @@ impl<W: World> Work<'_, W> {
     }
 
     /// Records a failure: a warning, a metric, and (when `deny`) a denial.
-    pub(super) fn fail(&mut self, cause: &'static str, message: String, deny: bool) {
-        tracing::warn!(cause, %message, "rayshare could not do its job");
+    pub(super) fn fail(&mut self, cause: Cause, message: String, deny: bool) {
+        tracing::warn!(cause = cause.as_str(), %message, "rayshare could not do its job");
         if let Some(m) = self.metrics {
             m.error(cause);
         }

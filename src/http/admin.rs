@@ -85,7 +85,7 @@ mod tests {
     #[tokio::test]
     async fn metrics_are_prometheus_text() {
         let metrics = Arc::new(Metrics::default());
-        metrics.error("api_timeout");
+        metrics.error(crate::cause::Cause::ApiTimeout);
         let r = router(Arc::new(Health::default()), metrics);
         let (code, body) = get(&r, "/metrics").await;
         assert_eq!(code, StatusCode::OK);

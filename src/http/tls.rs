@@ -19,7 +19,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sha2::{Digest, Sha256};
 
-use crate::metrics::{CauseLabel, Metrics};
+use crate::cause::Cause;
+use crate::metrics::{Metrics, ReloadLabel};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -119,13 +120,13 @@ impl CertStore {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "new serving certificate rejected; keeping the old one");
-                    metrics.error("cert_reload");
+                    metrics.error(Cause::CertReload);
                     "rejected"
                 }
             };
             metrics
                 .cert_reloads
-                .get_or_create(&CauseLabel { cause })
+                .get_or_create(&ReloadLabel { cause })
                 .inc();
         }
     }

@@ -10,6 +10,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 
 use super::{for_each_page, list_metadata};
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::labels;
 use crate::domain::reclaim::{self, Decision, Step};
@@ -19,7 +20,7 @@ use crate::world::kube::{ray_cluster_resource, ray_job_resource};
 pub async fn pass(client: &Client, config: &Config, metrics: &Metrics) {
     if let Err(e) = try_pass(client, config, metrics).await {
         tracing::warn!(error = %e, "cluster reclaim pass failed");
-        metrics.error("reconcile_list");
+        metrics.error(Cause::ReconcileList);
     }
 }
 
@@ -167,7 +168,7 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
             }
             Err(e) => {
                 tracing::warn!(namespace = %ns, cluster = %name, error = %e, ?step, "reclaim call failed");
-                metrics.error("reconcile_delete");
+                metrics.error(Cause::ReconcileDelete);
             }
         }
     }

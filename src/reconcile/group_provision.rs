@@ -15,6 +15,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::labels;
 use crate::domain::stored_pod_group::{self, Existing, POD_UID};
@@ -123,7 +124,7 @@ async fn look(
                 Existing::Adopt => adopt(world, metrics, &ns, &name, &group, timeout).await,
                 Existing::Foreign => {
                     tracing::warn!(namespace = %ns, group = %name, pod = %pod.name_any(), "a PodGroup of that name exists that is not this pod's; left alone");
-                    metrics.error("name_conflict");
+                    metrics.error(Cause::NameConflict);
                     true
                 }
             }
@@ -165,7 +166,7 @@ async fn adopt(
         }
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot update PodGroup (retried)");
-            metrics.error("api_error");
+            metrics.error(Cause::ApiError);
             false
         }
         Err(_) => false,

@@ -8,6 +8,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{age, delete_exact, list_metadata};
+use crate::cause::Cause;
 use crate::config::Indices;
 use crate::domain::labels;
 use crate::metrics::Metrics;
@@ -16,7 +17,7 @@ use crate::world::kube::{INDEX_CLAIM, lease_resource};
 pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
     if let Err(e) = try_pass(client, cfg, metrics).await {
         tracing::warn!(error = %e, "index claim reconcile pass failed");
-        metrics.error("reconcile_list");
+        metrics.error(Cause::ReconcileList);
     }
 }
 

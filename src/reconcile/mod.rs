@@ -16,6 +16,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::ApiResource;
 
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 
@@ -121,7 +122,7 @@ pub async fn delete_exact(
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
         Err(e) => {
             tracing::warn!(kind, namespace = %ns, name = %name, error = %e, "delete failed");
-            metrics.error("reconcile_delete");
+            metrics.error(Cause::ReconcileDelete);
         }
     }
 }
@@ -218,7 +219,7 @@ async fn lead(
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "leader election failed");
-                metrics.error("leader_election");
+                metrics.error(Cause::LeaderElection);
                 false
             }
         };

@@ -11,6 +11,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
 
 use super::{age, delete_exact, for_each_page, list_metadata, since};
+use crate::cause::Cause;
 use crate::config::PodGroups;
 use crate::domain::labels;
 use crate::metrics::Metrics;
@@ -22,7 +23,7 @@ const MAX_NAMESPACED_LISTS: usize = 20;
 pub async fn pass(client: &Client, cfg: &PodGroups, instance: &str, metrics: &Metrics) {
     if let Err(e) = try_pass(client, cfg, instance, metrics).await {
         tracing::warn!(error = %e, "PodGroup reconcile pass failed");
-        metrics.error("reconcile_list");
+        metrics.error(Cause::ReconcileList);
     }
 }
 

@@ -18,6 +18,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
+use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::cluster::ClusterInfo;
 use crate::domain::labels;
@@ -169,7 +170,7 @@ async fn make(
             Err(why) => {
                 let job = job["metadata"]["name"].as_str().unwrap_or_default();
                 tracing::warn!(namespace = %ns, job, cluster = %name, %why, "no shared cluster for this stored RayJob");
-                metrics.error("provision_refused");
+                metrics.error(Cause::ProvisionRefused);
             }
         }
     }
@@ -189,7 +190,7 @@ async fn make(
         Ok(o) => o,
         Err(e) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "shared cluster does not serialise");
-            metrics.error("provision_refused");
+            metrics.error(Cause::ProvisionRefused);
             return false;
         }
     };
@@ -209,12 +210,12 @@ async fn make(
         Ok(Err(kube::Error::Api(e))) if e.code == 409 => true,
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot create shared cluster (retried)");
-            metrics.error("provision_create");
+            metrics.error(Cause::ProvisionCreate);
             false
         }
         Err(_) => {
             tracing::warn!(namespace = %ns, cluster = %name, "creating shared cluster timed out (retried)");
-            metrics.error("provision_create");
+            metrics.error(Cause::ProvisionCreate);
             false
         }
     }
@@ -235,8 +236,8 @@ async fn stamp(
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot stamp shared cluster");
-            metrics.error("provision_stamp");
+            metrics.error(Cause::ProvisionStamp);
         }
-        Err(_) => metrics.error("provision_stamp"),
+        Err(_) => metrics.error(Cause::ProvisionStamp),
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cause::Cause;
 use crate::domain::indices::{self, Slot};
 
 pub mod kube;
@@ -38,13 +39,13 @@ pub enum WorldError {
 }
 
 impl WorldError {
-    pub fn cause(&self) -> &'static str {
+    pub fn cause(&self) -> Cause {
         match self {
-            Self::Timeout => "api_timeout",
-            Self::Forbidden(_) => "api_forbidden",
-            Self::Unreachable(_) => "api_unreachable",
-            Self::Api(_) => "api_error",
-            Self::Conflict(_) => "conflict",
+            Self::Timeout => Cause::ApiTimeout,
+            Self::Forbidden(_) => Cause::ApiForbidden,
+            Self::Unreachable(_) => Cause::ApiUnreachable,
+            Self::Api(_) => Cause::ApiError,
+            Self::Conflict(_) => Cause::Conflict,
         }
     }
 }

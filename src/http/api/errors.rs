@@ -4,6 +4,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::admission::review::ReviewError;
+use crate::cause::Cause;
 
 /// A request that is not a usable AdmissionReview: answered with a JSON error body.
 #[derive(Debug, thiserror::Error)]
@@ -38,21 +39,21 @@ impl ApiError {
         matches!(self, Self::TooLarge(_) | Self::BodyTimeout)
     }
 
-    pub fn cause(&self) -> &'static str {
+    pub fn cause(&self) -> Cause {
         match self {
             Self::Review(e) => e.cause(),
-            Self::ContentType(_) => "content_type",
-            Self::TooLarge(_) => "too_large",
-            Self::BodyTimeout => "body_timeout",
-            Self::Body(_) => "body_read",
-            Self::NotFound => "not_found",
+            Self::ContentType(_) => Cause::ContentType,
+            Self::TooLarge(_) => Cause::TooLarge,
+            Self::BodyTimeout => Cause::BodyTimeout,
+            Self::Body(_) => Cause::BodyRead,
+            Self::NotFound => Cause::NotFound,
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": self.to_string(), "cause": self.cause() });
+        let body = json!({ "error": self.to_string(), "cause": self.cause().as_str() });
         (self.status(), Json(body)).into_response()
     }
 }

@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::{ApiError, AppState};
 
 use crate::admission::{self, Outcome, review};
+use crate::cause::Cause;
 use crate::metrics::RequestLabels;
 use crate::world::World;
 
@@ -80,7 +81,7 @@ async fn read_body<W>(
 fn panicked(span: &tracing::Span, metrics: &crate::metrics::Metrics) -> admission::Admission {
     span.in_scope(|| tracing::error!("rayshare panicked; the object passes unchanged"));
     let warning = "rayshare: internal error; left unchanged".into();
-    admission::Admission::failed_open("panic", warning, Some(metrics))
+    admission::Admission::failed_open(Cause::Panic, warning, Some(metrics))
 }
 
 pub async fn mutate<W: World>(
@@ -98,7 +99,7 @@ pub async fn mutate<W: World>(
     let request = match request {
         Ok(r) => r,
         Err(e) => {
-            tracing::warn!(cause = e.cause(), error = %e, "rejected a malformed admission request");
+            tracing::warn!(cause = e.cause().as_str(), error = %e, "rejected a malformed admission request");
             metrics.error(e.cause());
             metrics
                 .requests
@@ -173,7 +174,13 @@ pub async fn mutate<W: World>(
     let warnings = &admission.verdict.warnings;
     span.in_scope(|| match admission.outcome {
         Outcome::Failed(cause) | Outcome::Denied(cause) => {
-            tracing::warn!(outcome, duration_us, cause, ?warnings, "admitted")
+            tracing::warn!(
+                outcome,
+                duration_us,
+                cause = cause.as_str(),
+                ?warnings,
+                "admitted"
+            )
         }
         Outcome::Mutated => tracing::info!(outcome, duration_us, ?warnings, "admitted"),
         Outcome::Ignored | Outcome::Unchanged => {

@@ -1,0 +1,85 @@
+//! Why something went wrong: one enum, logged, answered, and counted as the `cause` label
+//! of `rayshare_errors_total`.
+
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cause {
+    // A request rayshare cannot read.
+    NotJson,
+    NotReview,
+    NoRequest,
+    NoUid,
+    ContentType,
+    TooLarge,
+    BodyTimeout,
+    BodyRead,
+    NotFound,
+    // An object rayshare cannot do its job for (it passes unchanged, or is denied).
+    NoObject,
+    OddObject,
+    NameConflict,
+    PoolExhausted,
+    ClusterNotCached,
+    Panic,
+    // The API server.
+    ApiTimeout,
+    ApiForbidden,
+    ApiUnreachable,
+    ApiError,
+    Conflict,
+    // Background work.
+    ProvisionRefused,
+    ProvisionCreate,
+    ProvisionStamp,
+    ReconcileList,
+    ReconcileDelete,
+    LeaderElection,
+    CertReload,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotJson => "not_json",
+            Self::NotReview => "not_review",
+            Self::NoRequest => "no_request",
+            Self::NoUid => "no_uid",
+            Self::ContentType => "content_type",
+            Self::TooLarge => "too_large",
+            Self::BodyTimeout => "body_timeout",
+            Self::BodyRead => "body_read",
+            Self::NotFound => "not_found",
+            Self::NoObject => "no_object",
+            Self::OddObject => "odd_object",
+            Self::NameConflict => "name_conflict",
+            Self::PoolExhausted => "pool_exhausted",
+            Self::ClusterNotCached => "cluster_not_cached",
+            Self::Panic => "panic",
+            Self::ApiTimeout => "api_timeout",
+            Self::ApiForbidden => "api_forbidden",
+            Self::ApiUnreachable => "api_unreachable",
+            Self::ApiError => "api_error",
+            Self::Conflict => "conflict",
+            Self::ProvisionRefused => "provision_refused",
+            Self::ProvisionCreate => "provision_create",
+            Self::ProvisionStamp => "provision_stamp",
+            Self::ReconcileList => "reconcile_list",
+            Self::ReconcileDelete => "reconcile_delete",
+            Self::LeaderElection => "leader_election",
+            Self::CertReload => "cert_reload",
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for Cause {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
