@@ -504,7 +504,7 @@ impl Bench {
         let mut grouped_pod = volcano_pod.clone();
         rayshare::labels::set(
             &mut grouped_pod,
-            "annotations",
+            rayshare::labels::Meta::Annotations,
             rayshare::labels::GROUP_NAME,
             "train-7f3k2-pg",
         );
@@ -580,7 +580,7 @@ impl Bench {
             );
             rayshare::labels::set(
                 &mut c,
-                "annotations",
+                rayshare::labels::Meta::Annotations,
                 rayshare::labels::CONFIG_DIGEST,
                 &format!("{:064x}", i as u128 * 0x9e37_79b9_7f4a_7c15),
             );

@@ -2,13 +2,14 @@
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::labels::Meta;
 use crate::domain::{indices, labels};
 use crate::world::{IndexRequest, World};
 
 impl<W: World> Work<'_, W> {
     pub(super) async fn indices(&mut self) {
         let cfg = &self.cfg.indices;
-        let cluster_name = labels::get(self.object(), "labels", labels::RAY_CLUSTER);
+        let cluster_name = labels::get(self.object(), Meta::Labels, labels::RAY_CLUSTER);
         let info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
         let (cluster, group, hosts) = match indices::plan(
             self.object(),

@@ -4,6 +4,7 @@
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::labels::Meta;
 use crate::domain::stored_pod_group::GROUPED;
 use crate::domain::{labels, pod_group};
 use crate::world::World;
@@ -39,7 +40,7 @@ impl<W: World> Work<'_, W> {
         self.warnings
             .push(format!("rayshare: in Volcano PodGroup {}", group.name));
         let mut pod = group.pod;
-        labels::set(&mut pod, "labels", GROUPED, &self.cfg.instance);
+        labels::set(&mut pod, Meta::Labels, GROUPED, &self.cfg.instance);
         self.changed = Some(pod);
         self.ensured.push(group.group);
     }

@@ -8,6 +8,7 @@
 use super::work::Work;
 use crate::cause::Cause;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite};
 use crate::world::World;
 
@@ -64,13 +65,13 @@ impl<W: World> Work<'_, W> {
                         }
                     }
                     let mut job = member.job;
-                    labels::set(&mut job, "labels", labels::INSTANCE, &self.cfg.instance);
+                    labels::set(&mut job, Meta::Labels, labels::INSTANCE, &self.cfg.instance);
                     // The TTL travels with the job, so whichever replica makes the
                     // cluster gives it the TTL this configuration meant.
                     let reclaim = &self.cfg.reclaim;
-                    if labels::get(&job, "annotations", &reclaim.ttl_annotation).is_none() {
+                    if labels::get(&job, Meta::Annotations, &reclaim.ttl_annotation).is_none() {
                         let ttl = reclaim.idle_ttl_seconds.to_string();
-                        labels::set(&mut job, "annotations", &reclaim.ttl_annotation, &ttl);
+                        labels::set(&mut job, Meta::Annotations, &reclaim.ttl_annotation, &ttl);
                     }
                     self.changed = Some(job);
                     self.warnings.extend(member.warnings);

@@ -219,7 +219,7 @@ pub fn needs_work<W: World>(
             let scheduler = spec.scheduler_name.as_str();
             let grouped = cfg.pod_groups.enabled
                 && pod_group::scheduled_by_gang_scheduler(scheduler, &cfg.pod_groups)
-                && labels::get(&head.view, "annotations", labels::GROUP_NAME).is_none();
+                && labels::get(&head.view, labels::Meta::Annotations, labels::GROUP_NAME).is_none();
             grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, world)
         }
     }
@@ -228,7 +228,7 @@ pub fn needs_work<W: World>(
 /// What `indices::plan` makes of the pod, on what the cache knows (only a worker pod
 /// costs a lookup).
 fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W) -> bool {
-    let label = |k| labels::get(&head.view, "labels", k);
+    let label = |k| labels::get(&head.view, labels::Meta::Labels, k);
     if label(labels::RAY_NODE_TYPE) != Some("worker") {
         return false;
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use crate::domain::labels::Meta;
 use crate::domain::{labels, reclaim};
 
 /// What rayshare needs to know about a RayCluster.
@@ -47,16 +48,16 @@ impl ClusterInfo {
             .collect();
         Self {
             uid: cluster["metadata"]["uid"].as_str().unwrap_or("").into(),
-            managed_by_rayshare: labels::get(cluster, "labels", labels::MANAGED_BY)
+            managed_by_rayshare: labels::get(cluster, Meta::Labels, labels::MANAGED_BY)
                 == Some(labels::MANAGER),
-            digest: labels::get(cluster, "annotations", labels::CONFIG_DIGEST).map(Into::into),
+            digest: labels::get(cluster, Meta::Annotations, labels::CONFIG_DIGEST).map(Into::into),
             worker_hosts,
             created: reclaim::parse_time(&cluster["metadata"]["creationTimestamp"]),
-            last_admitted: labels::get(cluster, "annotations", reclaim::LAST_ADMITTED)
+            last_admitted: labels::get(cluster, Meta::Annotations, reclaim::LAST_ADMITTED)
                 .and_then(|t| t.parse().ok()),
-            idle_ttl: labels::get(cluster, "annotations", labels::IDLE_TTL).map(Into::into),
+            idle_ttl: labels::get(cluster, Meta::Annotations, labels::IDLE_TTL).map(Into::into),
             deleting: cluster["metadata"]["deletionTimestamp"].is_string(),
-            marked: labels::get(cluster, "annotations", reclaim::MARKED)
+            marked: labels::get(cluster, Meta::Annotations, reclaim::MARKED)
                 .and_then(|t| t.parse().ok()),
         }
     }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::config::Indices;
 use crate::domain::cluster::ClusterInfo;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 
 /// A (replica, host) pair within a worker group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,7 +45,7 @@ pub enum Plan {
 
 /// Decides whether a pod needs indices. `cluster` is what the cache knows of its RayCluster.
 pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: &str) -> Plan {
-    let label = |k| labels::get(pod, "labels", k);
+    let label = |k| labels::get(pod, Meta::Labels, k);
     if label(labels::RAY_NODE_TYPE) != Some("worker") {
         return Plan::Skip(None);
     }
@@ -52,7 +53,7 @@ pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: 
     else {
         return Plan::Skip(None);
     };
-    if labels::get(pod, "annotations", opt_out) == Some("true") {
+    if labels::get(pod, Meta::Annotations, opt_out) == Some("true") {
         return Plan::Skip(Some(format!(
             "rayshare: indices skipped: annotation {opt_out}=true"
         )));
@@ -132,12 +133,12 @@ pub fn apply(
     let mut warnings = Vec::new();
     let mut pod = pod.clone();
     let replica = slot.replica.to_string();
-    labels::set(&mut pod, "labels", labels::REPLICA_INDEX, &replica);
+    labels::set(&mut pod, Meta::Labels, labels::REPLICA_INDEX, &replica);
     if hosts > 1 {
         let host = slot.host.to_string();
-        labels::set(&mut pod, "labels", labels::HOST_INDEX, &host);
+        labels::set(&mut pod, Meta::Labels, labels::HOST_INDEX, &host);
         let name = replica_name(cluster, group, slot.replica);
-        labels::set(&mut pod, "labels", labels::REPLICA_NAME, &name);
+        labels::set(&mut pod, Meta::Labels, labels::REPLICA_NAME, &name);
     }
     let subdomain = format!("{cluster}-headless");
     let host_of = |host| {

@@ -32,18 +32,34 @@ pub const GROUP_NAME: &str = "scheduling.k8s.io/group-name";
 pub const QUEUE_NAME: &str = "scheduling.volcano.sh/queue-name";
 pub const KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
 
-/// `metadata.<field>[key]` as a string, where `field` is "labels" or "annotations".
-pub fn get<'a>(object: &'a Value, field: &str, key: &str) -> Option<&'a str> {
-    object.get("metadata")?.get(field)?.get(key)?.as_str()
+/// Which string map of an object's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meta {
+    Labels,
+    Annotations,
 }
 
-/// Sets `metadata.<field>[key]`, creating the maps as needed.
-pub fn set(object: &mut Value, field: &str, key: &str, value: &str) {
+impl Meta {
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Labels => "labels",
+            Self::Annotations => "annotations",
+        }
+    }
+}
+
+/// `metadata.<labels|annotations>[key]` as a string.
+pub fn get<'a>(object: &'a Value, map: Meta, key: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(map.field())?.get(key)?.as_str()
+}
+
+/// Sets `metadata.<labels|annotations>[key]`, creating the maps as needed.
+pub fn set(object: &mut Value, map: Meta, key: &str, value: &str) {
     let metadata = &mut object["metadata"];
     if !metadata.is_object() {
         *metadata = json!({});
     }
-    let map = &mut metadata[field];
+    let map = &mut metadata[map.field()];
     if !map.is_object() {
         *map = json!({});
     }
@@ -57,10 +73,10 @@ mod tests {
     #[test]
     fn set_creates_missing_maps() {
         let mut v = json!({});
-        set(&mut v, "labels", "a/b", "c");
-        assert_eq!(get(&v, "labels", "a/b"), Some("c"));
+        set(&mut v, Meta::Labels, "a/b", "c");
+        assert_eq!(get(&v, Meta::Labels, "a/b"), Some("c"));
         let mut v = json!({"metadata": {"labels": null}});
-        set(&mut v, "labels", "x", "y");
-        assert_eq!(get(&v, "labels", "x"), Some("y"));
+        set(&mut v, Meta::Labels, "x", "y");
+        assert_eq!(get(&v, Meta::Labels, "x"), Some("y"));
     }
 }

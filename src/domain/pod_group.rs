@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::config::PodGroups;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 use crate::domain::quantity::{self, Milli};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,10 +41,10 @@ pub fn plan(
     if !scheduled_by_gang_scheduler(spec["schedulerName"].as_str(), cfg) {
         return Ok(Plan::Skip(None));
     }
-    if labels::get(pod, "annotations", labels::GROUP_NAME).is_some() {
+    if labels::get(pod, Meta::Annotations, labels::GROUP_NAME).is_some() {
         return Ok(Plan::Skip(None));
     }
-    if labels::get(pod, "annotations", opt_out) == Some("true") {
+    if labels::get(pod, Meta::Annotations, opt_out) == Some("true") {
         return Ok(Plan::Skip(Some(format!(
             "rayshare: PodGroup skipped: annotation {opt_out}=true"
         ))));
@@ -55,7 +56,7 @@ pub fn plan(
     }
 
     let name = group_name(pod, request_uid)?;
-    let queue = labels::get(pod, "annotations", labels::QUEUE_NAME)
+    let queue = labels::get(pod, Meta::Annotations, labels::QUEUE_NAME)
         .or(namespace_queue)
         .unwrap_or(&cfg.default_queue);
     let mut group_spec = json!({
@@ -88,7 +89,7 @@ pub fn plan(
     });
 
     let mut new_pod = pod.clone();
-    labels::set(&mut new_pod, "annotations", labels::GROUP_NAME, &name);
+    labels::set(&mut new_pod, Meta::Annotations, labels::GROUP_NAME, &name);
     Ok(Plan::Create(Box::new(GroupPlan {
         pod: new_pod,
         group,
@@ -300,7 +301,7 @@ mod tests {
         let mut pod = sample();
         pod["metadata"]["annotations"] = json!({});
         if let Some(q) = pod_q {
-            labels::set(&mut pod, "annotations", labels::QUEUE_NAME, q);
+            labels::set(&mut pod, Meta::Annotations, labels::QUEUE_NAME, q);
         }
         assert_eq!(created(&pod, ns_q).group["spec"]["queue"], want);
     }

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use crate::domain::labels::Meta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -118,7 +119,7 @@ pub fn step(
 
 /// The TTL a job asks for with `annotation`, capped at `max`.
 pub fn job_ttl(job: &Value, annotation: &str, max: u64) -> Option<u64> {
-    let asked = crate::domain::labels::get(job, "annotations", annotation)?;
+    let asked = crate::domain::labels::get(job, Meta::Annotations, annotation)?;
     asked.parse::<u64>().ok().map(|t| t.min(max))
 }
 

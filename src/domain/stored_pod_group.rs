@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::config::PodGroups;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 use crate::domain::pod_group::{self, Plan};
 
 /// On a pod whose group rayshare is to make, naming the installation (config `instance`)
@@ -24,7 +25,7 @@ pub fn group_for(
     cfg: &PodGroups,
     opt_out: &str,
 ) -> Option<Value> {
-    let name = labels::get(pod, "annotations", labels::GROUP_NAME)?;
+    let name = labels::get(pod, Meta::Annotations, labels::GROUP_NAME)?;
     let uid = pod["metadata"]["uid"].as_str().filter(|u| !u.is_empty())?;
     let namespace = pod["metadata"]["namespace"].as_str()?;
     let mut bare = pod.clone();
@@ -38,9 +39,9 @@ pub fn group_for(
     };
     let mut group = plan.group;
     group["metadata"]["name"] = json!(name);
-    labels::set(&mut group, "annotations", POD_UID, uid);
-    if let Some(instance) = labels::get(pod, "labels", GROUPED) {
-        labels::set(&mut group, "labels", labels::INSTANCE, instance);
+    labels::set(&mut group, Meta::Annotations, POD_UID, uid);
+    if let Some(instance) = labels::get(pod, Meta::Labels, GROUPED) {
+        labels::set(&mut group, Meta::Labels, labels::INSTANCE, instance);
     }
     Some(group)
 }
@@ -58,10 +59,10 @@ pub enum Existing {
 }
 
 pub fn existing(group: &Value, pod_uid: &str, pod_alive: impl Fn(&str) -> bool) -> Existing {
-    if labels::get(group, "labels", labels::MANAGED_BY) != Some(labels::MANAGER) {
+    if labels::get(group, Meta::Labels, labels::MANAGED_BY) != Some(labels::MANAGER) {
         return Existing::Foreign;
     }
-    match labels::get(group, "annotations", POD_UID) {
+    match labels::get(group, Meta::Annotations, POD_UID) {
         Some(uid) if uid == pod_uid => Existing::Ours,
         Some(uid) if pod_alive(uid) => Existing::Foreign,
         _ => Existing::Adopt,
@@ -136,10 +137,10 @@ mod tests {
     fn group(managed: bool, uid: Option<&str>) -> Value {
         let mut g = json!({ "metadata": { "labels": {}, "annotations": {} } });
         if managed {
-            labels::set(&mut g, "labels", labels::MANAGED_BY, labels::MANAGER);
+            labels::set(&mut g, Meta::Labels, labels::MANAGED_BY, labels::MANAGER);
         }
         if let Some(u) = uid {
-            labels::set(&mut g, "annotations", POD_UID, u);
+            labels::set(&mut g, Meta::Annotations, POD_UID, u);
         }
         g
     }

@@ -22,6 +22,7 @@ use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::cluster::ClusterInfo;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 use crate::domain::reclaim;
 use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
@@ -180,7 +181,7 @@ async fn make(
     let ttl = wanted_ttl.unwrap_or(config.reclaim.idle_ttl_seconds);
     labels::set(
         &mut cluster,
-        "annotations",
+        Meta::Annotations,
         labels::IDLE_TTL,
         &ttl.to_string(),
     );

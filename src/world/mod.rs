@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cause::Cause;
 use crate::domain::indices::{self, Slot};
+use crate::domain::labels::Meta;
 
 pub mod kube;
 
@@ -143,7 +144,7 @@ impl MemoryWorld {
         .unwrap_or(reclaim.idle_ttl_seconds);
         crate::domain::labels::set(
             &mut cluster,
-            "annotations",
+            Meta::Annotations,
             crate::domain::labels::IDLE_TTL,
             &ttl.to_string(),
         );

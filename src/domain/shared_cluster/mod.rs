@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::config::SharedClusters;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 
 pub use identity::{cluster_name, digest};
 pub use provision::{MAX_POOL, Refusal, cluster_for_job};
@@ -58,7 +59,7 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
     {
         return Some("its deletionStrategy deletes the cluster or its workers".into());
     }
-    if labels::get(job, "labels", labels::KUEUE_QUEUE).is_some() {
+    if labels::get(job, Meta::Labels, labels::KUEUE_QUEUE).is_some() {
         return Some("it is managed by Kueue, which ignores jobs on existing clusters".into());
     }
     if let Some(manager) = spec["managedBy"].as_str()
@@ -87,7 +88,7 @@ pub fn plan(
         return Ok(Plan::Skip(None));
     };
     // Only a job that would be rewritten hears that it was not.
-    if labels::get(job, "annotations", opt_out) == Some("true") {
+    if labels::get(job, Meta::Annotations, opt_out) == Some("true") {
         return skip(format!(
             "rayshare: shared cluster skipped: annotation {opt_out}=true"
         ));
@@ -170,8 +171,8 @@ pub fn plan(
             ));
         }
     }
-    labels::set(&mut new_job, "labels", labels::JOB_CLUSTER, &name);
-    labels::set(&mut new_job, "annotations", provision::SPEC, &spec_text);
+    labels::set(&mut new_job, Meta::Labels, labels::JOB_CLUSTER, &name);
+    labels::set(&mut new_job, Meta::Annotations, provision::SPEC, &spec_text);
     warnings.insert(0, format!("rayshare: runs on shared RayCluster {name}"));
 
     Ok(Plan::Rewrite(Box::new(Rewrite {
@@ -194,7 +195,7 @@ impl Rewrite {
         let mut r = self.clone();
         r.cluster["metadata"]["name"] = json!(name);
         r.job["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });
-        labels::set(&mut r.job, "labels", labels::JOB_CLUSTER, &name);
+        labels::set(&mut r.job, Meta::Labels, labels::JOB_CLUSTER, &name);
         r.warnings[0] = format!("rayshare: runs on shared RayCluster {name}");
         r.name = name;
         r

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use super::identity;
 use crate::config::SharedClusters;
 use crate::domain::labels;
+use crate::domain::labels::Meta;
 
 /// The stripped cluster spec, as JSON, on each rewritten RayJob.
 pub const SPEC: &str = "rayshare.io/cluster-spec";
@@ -36,7 +37,7 @@ pub enum Refusal {
 pub fn copied_labels(job: &Value, cfg: &SharedClusters) -> Map<String, Value> {
     cfg.copied_job_labels
         .iter()
-        .filter_map(|k| Some((k.clone(), json!(labels::get(job, "labels", k)?))))
+        .filter_map(|k| Some((k.clone(), json!(labels::get(job, Meta::Labels, k)?))))
         .collect()
 }
 
@@ -86,7 +87,7 @@ fn is_member(selector: &str, base: &str) -> bool {
 
 /// The cluster a stored, rewritten job needs, rebuilt from what the job carries.
 pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refusal> {
-    let text = labels::get(job, "annotations", SPEC).ok_or(Refusal::NoSpec)?;
+    let text = labels::get(job, Meta::Annotations, SPEC).ok_or(Refusal::NoSpec)?;
     let spec: Value = serde_json::from_str(text).map_err(|e| Refusal::BadSpec(e.to_string()))?;
     if !spec.is_object() {
         return Err(Refusal::BadSpec("not an object".into()));
@@ -105,8 +106,8 @@ pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refus
     }
     let namespace = job["metadata"]["namespace"].as_str().unwrap_or_default();
     let mut cluster = cluster_object(selector, namespace, spec, &copied, &digest);
-    if let Some(instance) = labels::get(job, "labels", labels::INSTANCE) {
-        labels::set(&mut cluster, "labels", labels::INSTANCE, instance);
+    if let Some(instance) = labels::get(job, Meta::Labels, labels::INSTANCE) {
+        labels::set(&mut cluster, Meta::Labels, labels::INSTANCE, instance);
     }
     Ok(cluster)
 }
@@ -159,9 +160,9 @@ mod tests {
     #[test]
     fn a_tampered_spec_cannot_reach_the_selected_cluster() {
         let (mut stored, _) = rewritten(0);
-        let text = labels::get(&stored, "annotations", SPEC).unwrap();
+        let text = labels::get(&stored, Meta::Annotations, SPEC).unwrap();
         let evil = text.replace("rayproject/ray:2.40.0", "attacker/miner:latest");
-        labels::set(&mut stored, "annotations", SPEC, &evil);
+        labels::set(&mut stored, Meta::Annotations, SPEC, &evil);
         let err = cluster_for_job(&stored, &SharedClusters::default()).unwrap_err();
         assert!(matches!(err, Refusal::Mismatch { .. }), "{err}");
     }
@@ -169,7 +170,12 @@ mod tests {
     #[test]
     fn a_copied_label_changed_after_admission_is_a_mismatch() {
         let (mut stored, _) = rewritten(0);
-        labels::set(&mut stored, "labels", "ray.io/priority-class-name", "low");
+        labels::set(
+            &mut stored,
+            Meta::Labels,
+            "ray.io/priority-class-name",
+            "low",
+        );
         let err = cluster_for_job(&stored, &SharedClusters::default()).unwrap_err();
         assert!(matches!(err, Refusal::Mismatch { .. }));
     }
