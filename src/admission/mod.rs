@@ -24,6 +24,22 @@ use crate::metrics::{KindLabel, Metrics};
 use crate::world::World;
 use work::Work;
 
+/// The kinds rayshare admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    RayJob,
+    Pod,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RayJob => "RayJob",
+            Self::Pod => "Pod",
+        }
+    }
+}
+
 /// How a request ended, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -104,11 +120,11 @@ pub async fn admit<W: World>(
 }
 
 /// Which feature handles this kind of request, if any.
-fn target(req: &AdmissionRequest, cfg: &Config) -> Option<&'static str> {
+fn target(req: &AdmissionRequest, cfg: &Config) -> Option<Kind> {
     let gvk = &req.kind;
     let kind = match (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()) {
-        ("ray.io", "v1", "RayJob") if cfg.shared_clusters.enabled => "RayJob",
-        ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => "Pod",
+        ("ray.io", "v1", "RayJob") if cfg.shared_clusters.enabled => Kind::RayJob,
+        ("", "v1", "Pod") if cfg.pod_groups.enabled || cfg.indices.enabled => Kind::Pod,
         _ => return None,
     };
     (req.operation == "CREATE" && req.sub_resource.is_none()).then_some(kind)
@@ -135,7 +151,8 @@ pub fn settled<W: World>(
         return Some(no_object(metrics));
     };
     let namespace = head.namespace(&req.namespace);
-    (!triage::needs_work(kind, head, namespace, cfg, world))
+    let clusters = |ns: &str, name: &str| world.ray_cluster(ns, name);
+    (!triage::needs_work(kind, head, namespace, cfg, &clusters))
         .then(|| Admission::untouched(Outcome::Unchanged))
 }
 
@@ -174,8 +191,8 @@ pub async fn work<W: World>(
         deadline: Instant::now() + Duration::from_millis(cfg.admission_timeout_ms),
     };
     match kind {
-        "RayJob" => work.shared_cluster().await,
-        _ => {
+        Kind::RayJob => work.shared_cluster().await,
+        Kind::Pod => {
             if cfg.indices.enabled {
                 work.indices().await;
             }
@@ -206,6 +223,7 @@ pub async fn work<W: World>(
     if patch.is_some()
         && let Some(m) = metrics
     {
+        let kind = kind.as_str();
         m.patches.get_or_create(&KindLabel { kind }).inc();
     }
     let outcome = match (failure, &patch) {

@@ -12,9 +12,10 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Value, json};
 
+use super::Kind;
 use crate::config::Config;
+use crate::domain::cluster::ClusterInfo;
 use crate::domain::{indices, labels, pod_group};
-use crate::world::World;
 
 /// What triage reads of an object, in the same pass that parses the review.
 ///
@@ -203,36 +204,43 @@ impl<'de> Deserialize<'de> for Head {
 }
 
 /// `false` only when no feature could change the object; when unsure, `true`.
-pub fn needs_work<W: World>(
-    kind: &str,
+/// `clusters` is what the cache knows of a RayCluster (namespace, name): triage reads,
+/// never calls.
+pub fn needs_work(
+    kind: Kind,
     head: &Head,
     namespace: &str,
     cfg: &Config,
-    world: &W,
+    clusters: &dyn Fn(&str, &str) -> Option<ClusterInfo>,
 ) -> bool {
     let Some(spec) = head.spec.as_ref().filter(|_| !head.odd) else {
         return true;
     };
     match kind {
-        "RayJob" => spec.ray_cluster_spec && !spec.cluster_selector,
-        _ => {
+        Kind::RayJob => spec.ray_cluster_spec && !spec.cluster_selector,
+        Kind::Pod => {
             let scheduler = spec.scheduler_name.as_str();
             let grouped = cfg.pod_groups.enabled
                 && pod_group::scheduled_by_gang_scheduler(scheduler, &cfg.pod_groups)
                 && labels::get(&head.view, labels::Meta::Annotations, labels::GROUP_NAME).is_none();
-            grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, world)
+            grouped || cfg.indices.enabled && wants_indices(head, namespace, cfg, clusters)
         }
     }
 }
 
 /// What `indices::plan` makes of the pod, on what the cache knows (only a worker pod
 /// costs a lookup).
-fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W) -> bool {
+fn wants_indices(
+    head: &Head,
+    namespace: &str,
+    cfg: &Config,
+    clusters: &dyn Fn(&str, &str) -> Option<ClusterInfo>,
+) -> bool {
     let label = |k| labels::get(&head.view, labels::Meta::Labels, k);
     if label(labels::RAY_NODE_TYPE) != Some("worker") {
         return false;
     }
-    let info = label(labels::RAY_CLUSTER).and_then(|c| world.ray_cluster(namespace, c));
+    let info = label(labels::RAY_CLUSTER).and_then(|c| clusters(namespace, c));
     indices::plan(
         &head.view,
         info.as_ref(),
@@ -244,7 +252,6 @@ fn wants_indices<W: World>(head: &Head, namespace: &str, cfg: &Config, world: &W
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::MemoryWorld;
     use proptest::prelude::*;
     use rstest::rstest;
 
@@ -264,39 +271,46 @@ mod tests {
         json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "w"}]}})
     }
 
-    fn world() -> MemoryWorld {
-        let world = MemoryWorld::default();
-        let cluster = json!({"kind": "RayCluster", "metadata": {"namespace": "ns", "name": "c1"},
+    /// One cluster, ns/c1, with a single-host and a 4-host group.
+    fn cluster() -> Value {
+        json!({"kind": "RayCluster", "metadata": {"namespace": "ns", "name": "c1"},
             "spec": {"workerGroupSpecs": [
-                {"groupName": "single"}, {"groupName": "multi", "numOfHosts": 4}]}});
-        world
-            .objects
-            .lock()
-            .unwrap()
-            .insert(("RayCluster".into(), "ns".into(), "c1".into()), cluster);
+                {"groupName": "single"}, {"groupName": "multi", "numOfHosts": 4}]}})
+    }
+
+    /// What the cache knows: [`cluster`].
+    fn clusters(ns: &str, name: &str) -> Option<ClusterInfo> {
+        (ns == "ns" && name == "c1").then(|| ClusterInfo::from_value(&cluster()))
+    }
+
+    /// The same, as a world for the full path.
+    fn world() -> crate::world::MemoryWorld {
+        let world = crate::world::MemoryWorld::default();
+        let key = ("RayCluster".into(), "ns".into(), "c1".into());
+        world.objects.lock().unwrap().insert(key, cluster());
         world
     }
 
     #[rstest]
-    #[case::plain_pod("Pod", json!({"metadata": {"name": "p"}, "spec": {"containers": []}}), false)]
-    #[case::volcano_pod("Pod", json!({"spec": {"schedulerName": "volcano"}}), true)]
-    #[case::volcano_pod_grouped("Pod", json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "g"}}, "spec": {"schedulerName": "volcano"}}), false)]
-    #[case::single_host_worker("Pod", worker("single", json!({})), false)]
-    #[case::multi_host_worker("Pod", worker("multi", json!({})), true)]
-    #[case::multi_host_worker_indexed("Pod", worker("multi", json!({"ray.io/worker-group-replica-index": "0"})), false)]
+    #[case::plain_pod(Kind::Pod, json!({"metadata": {"name": "p"}, "spec": {"containers": []}}), false)]
+    #[case::volcano_pod(Kind::Pod, json!({"spec": {"schedulerName": "volcano"}}), true)]
+    #[case::volcano_pod_grouped(Kind::Pod, json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "g"}}, "spec": {"schedulerName": "volcano"}}), false)]
+    #[case::single_host_worker(Kind::Pod, worker("single", json!({})), false)]
+    #[case::multi_host_worker(Kind::Pod, worker("multi", json!({})), true)]
+    #[case::multi_host_worker_indexed(Kind::Pod, worker("multi", json!({"ray.io/worker-group-replica-index": "0"})), false)]
     // Unknown group or cluster: the full path explains it in a warning.
-    #[case::unknown_group("Pod", worker("gpu", json!({})), true)]
-    #[case::no_spec("Pod", json!({"metadata": {}}), true)]
+    #[case::unknown_group(Kind::Pod, worker("gpu", json!({})), true)]
+    #[case::no_spec(Kind::Pod, json!({"metadata": {}}), true)]
     // Only string values count, as in the planners (a null group name is no group).
-    #[case::volcano_pod_null_group("Pod", json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": null}}, "spec": {"schedulerName": "volcano"}}), true)]
-    #[case::rayjob_embedded("RayJob", json!({"spec": {"rayClusterSpec": {}}}), true)]
-    #[case::rayjob_selector("RayJob", json!({"spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), false)]
-    #[case::rayjob_both("RayJob", json!({"spec": {"rayClusterSpec": {}, "clusterSelector": {}}}), false)]
-    #[case::rayjob_null_spec("RayJob", json!({"spec": {"rayClusterSpec": null}}), false)]
-    fn triage(#[case] kind: &str, #[case] object: Value, #[case] expected: bool) {
+    #[case::volcano_pod_null_group(Kind::Pod, json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": null}}, "spec": {"schedulerName": "volcano"}}), true)]
+    #[case::rayjob_embedded(Kind::RayJob, json!({"spec": {"rayClusterSpec": {}}}), true)]
+    #[case::rayjob_selector(Kind::RayJob, json!({"spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), false)]
+    #[case::rayjob_both(Kind::RayJob, json!({"spec": {"rayClusterSpec": {}, "clusterSelector": {}}}), false)]
+    #[case::rayjob_null_spec(Kind::RayJob, json!({"spec": {"rayClusterSpec": null}}), false)]
+    fn triage(#[case] kind: Kind, #[case] object: Value, #[case] expected: bool) {
         let cfg = Config::default();
         let head = head(object);
-        assert_eq!(needs_work(kind, &head, "ns", &cfg, &world()), expected);
+        assert_eq!(needs_work(kind, &head, "ns", &cfg, &clusters), expected);
     }
 
     #[rstest]
@@ -310,13 +324,13 @@ mod tests {
     #[case::object_bool(json!(true))]
     fn odd_shapes_go_the_full_way(#[case] object: Value) {
         let cfg = Config::default();
-        for kind in ["Pod", "RayJob"] {
+        for kind in [Kind::Pod, Kind::RayJob] {
             assert!(needs_work(
                 kind,
                 &head(object.clone()),
                 "ns",
                 &cfg,
-                &world()
+                &clusters
             ));
         }
     }
@@ -330,13 +344,19 @@ mod tests {
         assert!(!h.odd);
         assert_eq!(h.namespace(""), "default");
         assert_eq!(h.view["metadata"]["labels"], json!("x"));
-        assert!(!needs_work("Pod", &h, "ns", &Config::default(), &world()));
         assert!(!needs_work(
-            "RayJob",
+            Kind::Pod,
             &h,
             "ns",
             &Config::default(),
-            &world()
+            &clusters
+        ));
+        assert!(!needs_work(
+            Kind::RayJob,
+            &h,
+            "ns",
+            &Config::default(),
+            &clusters
         ));
     }
 
@@ -345,7 +365,7 @@ mod tests {
         let mut cfg = Config::default();
         cfg.pod_groups.scheduler_names = vec!["default-scheduler".into()];
         let pod = head(worker("single", json!({})));
-        assert!(needs_work("Pod", &pod, "ns", &cfg, &world()));
+        assert!(needs_work(Kind::Pod, &pod, "ns", &cfg, &clusters));
     }
 
     #[test]
@@ -359,7 +379,7 @@ mod tests {
 
     /// Pods and RayJobs from a small vocabulary of the fields the features look at,
     /// including odd values.
-    fn object() -> impl Strategy<Value = (&'static str, Value)> {
+    fn object() -> impl Strategy<Value = (Kind, Value)> {
         let value = |choices: Vec<Value>| prop::sample::select(choices);
         let labels = prop::collection::btree_map(
             prop::sample::select(vec![
@@ -402,7 +422,7 @@ mod tests {
             json!({"rayClusterSpec": {}, "clusterSelector": {"ray.io/cluster": "x"}}),
             json!({"rayClusterSpec": "odd"}),
         ]);
-        let kind = prop::sample::select(vec!["Pod", "RayJob"]);
+        let kind = prop::sample::select(vec![Kind::Pod, Kind::RayJob]);
         (kind, labels, annotations, spec, any::<bool>()).prop_map(|(kind, l, a, spec, named)| {
             let mut meta = json!({"labels": l, "annotations": a});
             if named {
@@ -432,10 +452,10 @@ mod tests {
         fn what_triage_clears_the_full_path_leaves_alone((kind, object) in object()) {
             use crate::admission::review::{AdmissionRequest, GroupVersionKind};
             use crate::admission::{self, Outcome};
-            let group = if kind == "RayJob" { "ray.io" } else { "" };
+            let group = if kind == Kind::RayJob { "ray.io" } else { "" };
             let req = AdmissionRequest {
                 uid: "u".into(),
-                kind: GroupVersionKind { group: group.into(), version: "v1".into(), kind: kind.into() },
+                kind: GroupVersionKind { group: group.into(), version: "v1".into(), kind: kind.as_str().into() },
                 namespace: "ns".into(),
                 operation: "CREATE".into(),
                 ..AdmissionRequest::default()
