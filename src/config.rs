@@ -112,6 +112,9 @@ pub struct Indices {
     /// Inject `TPU_WORKER_ID`, `TPU_NAME`, `TPU_WORKER_HOSTNAMES` into pods requesting TPUs.
     pub tpu_env: bool,
     /// Age after which a claim whose pod never appeared is released.
+    /// A claim counts this long without its pod (the pod's admission may still be on its
+    /// way); after that, a claim no live pod holds is released when its slot is wanted.
+    pub claim_in_flight_seconds: u64,
     pub claim_grace_seconds: u64,
     pub reconcile_interval_seconds: u64,
     pub claim_timeout_ms: u64,
@@ -241,6 +244,7 @@ impl Default for Indices {
             single_host_replica_index: false,
             set_hostname: false,
             tpu_env: false,
+            claim_in_flight_seconds: 10,
             claim_grace_seconds: 60,
             reconcile_interval_seconds: 15,
             claim_timeout_ms: 4000,

@@ -11,7 +11,6 @@ pub mod provision;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::ApiResource;
@@ -19,6 +18,7 @@ use kube::core::ApiResource;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
+pub use crate::world::kube::calls::{age, since};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
 
@@ -75,22 +75,6 @@ where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + kube::Resource,
 {
     list_all(params, |p| async move { api.list_metadata(&p).await }).await
-}
-
-/// Time since `t` (zero if in the future).
-pub fn since(t: Timestamp) -> Duration {
-    Timestamp::now()
-        .duration_since(t)
-        .try_into()
-        .unwrap_or_default()
-}
-
-/// Age of an object from its creationTimestamp (zero when unknown).
-pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
-    meta.creation_timestamp
-        .as_ref()
-        .and_then(|t| Timestamp::now().duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
 }
 
 /// Deletes an object only if it is still exactly the one we looked at (uid and

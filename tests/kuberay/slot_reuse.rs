@@ -1,12 +1,9 @@
 //! Slots of multi-host workers that KubeRay replaces (its `RayMultiHostIndexing` gate off,
-//! so rayshare indexes them). These tests describe what issue 15 asks of rayshare; they
-//! fail until rayshare changes (see the report on branch `harness`):
-//! - a worker pod deleted and recreated by KubeRay at once gets the freed slot back (today
-//!   a claim is released only by the periodic pass after `indices.claimGraceSeconds`, so
-//!   the replacement lands in a new replica and the slice's hostnames no longer match);
+//! so rayshare indexes them):
+//! - a worker pod deleted and recreated by KubeRay at once gets the freed slot back (a
+//!   claim past `indices.claimInFlightSeconds` that no live pod holds is released when its
+//!   slot is wanted), so the slice's hostnames still match;
 //! - claims left by an earlier RayCluster of the same name (another uid) do not count.
-//!
-//! Ignored so the suite stays green: `cargo test --test kuberay -- --ignored` runs them.
 
 use std::collections::BTreeSet;
 
@@ -18,16 +15,39 @@ use crate::harness::*;
 use crate::multi_host::*;
 use crate::world::*;
 
+/// Claims count 2 s without their pod here (10 s by default).
+fn config() -> String {
+    format!("{CONFIG}  claimInFlightSeconds: 2\n")
+}
+
 #[tokio::test]
-#[ignore = "needs rayshare to release a deleted pod's claim at once (issue 15 item 3)"]
 async fn a_replaced_worker_gets_the_freed_slot_back() {
-    let env = TestEnv::new("kr-replace", CONFIG, 1).await;
+    let env = TestEnv::new("kr-replace", &config(), 1).await;
     let _kuberay = KubeRay::start(&env.name, &[&env.ns], &gate(false)).await;
     apply(&env.admin, &multi_host_cluster(&env.ns)).await;
     let workers = indexed_workers(&env).await;
     assert_each_slot_once(&workers);
     let before: BTreeSet<String> = workers.iter().map(|p| p.name_any()).collect();
     let victim = workers.iter().find(|p| slot(p) == Some((1, 2))).unwrap();
+    // Its claim past the in-flight window, so that only the live-pod check keeps it.
+    let leases = env.api(
+        &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+        &env.ns,
+    );
+    let claim_age = || async {
+        let params = ListParams::default().labels(
+            "rayshare.io/index-claim=true,ray.io/worker-group-replica-index=1,ray.io/replica-host-index=2",
+        );
+        let claim = leases.list(&params).await.ok()?.items.pop()?;
+        let created = claim.metadata.creation_timestamp?.0;
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(created);
+        (age.as_secs() > 2).then_some(())
+    };
+    wait_for(
+        "the victim's claim to leave the in-flight window",
+        claim_age,
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
     pods.delete(&victim.name_any(), &DeleteParams::default())
         .await
@@ -55,9 +75,8 @@ async fn a_replaced_worker_gets_the_freed_slot_back() {
 }
 
 #[tokio::test]
-#[ignore = "needs rayshare to ignore claims owned by another uid (issue 15 item 3)"]
 async fn claims_of_an_earlier_cluster_of_the_same_name_are_ignored() {
-    let env = TestEnv::new("kr-recreate", CONFIG, 1).await;
+    let env = TestEnv::new("kr-recreate", &config(), 1).await;
     let _kuberay = KubeRay::start(&env.name, &[&env.ns], &gate(false)).await;
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
     apply(&env.admin, &multi_host_cluster(&env.ns)).await;

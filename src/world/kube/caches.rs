@@ -161,6 +161,7 @@ impl KubeWorld {
             group_queues: Default::default(),
             jobs,
             pods,
+            claim_in_flight: std::time::Duration::from_secs(config.indices.claim_in_flight_seconds),
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::world::WorldError;
 
 pub(super) fn to_world_error(e: kube::Error) -> WorldError {
@@ -24,4 +26,20 @@ pub(super) async fn bounded<T>(
     tokio::time::timeout(timeout, call)
         .await
         .map_err(|_| WorldError::Timeout)
+}
+
+/// Time since `t` (zero if in the future).
+pub fn since(t: Timestamp) -> Duration {
+    Timestamp::now()
+        .duration_since(t)
+        .try_into()
+        .unwrap_or_default()
+}
+
+/// Age of an object from its creationTimestamp (zero when unknown).
+pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
+    meta.creation_timestamp
+        .as_ref()
+        .and_then(|t| Timestamp::now().duration_since(t.0).try_into().ok())
+        .unwrap_or_default()
 }

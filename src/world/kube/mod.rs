@@ -1,7 +1,7 @@
 //! The [`World`] of a running server: reflector caches and API calls through kube.
 
 mod caches;
-mod calls;
+pub(crate) mod calls;
 mod claims;
 mod job_index;
 pub mod resources;
@@ -35,6 +35,8 @@ pub struct KubeWorld {
     jobs: Option<(Arc<JobIndex>, Store<DynamicObject>)>,
     /// Stored pods whose PodGroup rayshare makes.
     pods: Option<Store<Pod>>,
+    /// How long an index claim counts without its pod (`indices.claimInFlightSeconds`).
+    claim_in_flight: Duration,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
