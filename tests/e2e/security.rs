@@ -2,6 +2,7 @@
 //! port can) makes nothing in the API server, while the same object created through the
 //! API server still gets its cluster. Regression tests for the confused deputy of issue 16.
 
+use kube::api::ListParams;
 use reqwest::Certificate;
 use serde_json::{Value, json};
 
@@ -203,5 +204,78 @@ async fn with_a_client_ca_only_the_api_server_is_heard() {
     assert!(
         refused.is_err(),
         "a client without a certificate got an answer: {refused:?}"
+    );
+}
+
+/// Forged reviews of multi-host worker pods claim slots (a claim must be unique before
+/// its pod is stored), but hold them no longer than `indices.claimInFlightSeconds`: the
+/// first real worker still gets slot (0, 0).
+#[tokio::test]
+async fn forged_worker_reviews_do_not_keep_real_workers_from_their_slots() {
+    let config = "indices:\n  claimInFlightSeconds: 1\n";
+    let env = TestEnv::new("forged-worker", config, 1).await;
+    let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "tpu", "namespace": env.ns},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
+                 "workerGroupSpecs": [{"groupName": "a", "replicas": 2, "numOfHosts": 4, "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
+    let stored = apply(&env.admin, &cluster).await;
+    let worker = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": env.ns,
+                "labels": {"ray.io/cluster": "tpu", "ray.io/group": "a", "ray.io/node-type": "worker"},
+                "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "tpu",
+                    "uid": stored.metadata.uid, "controller": true}]},
+            "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}})
+    };
+    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
+    // Forged until the webhook knows the cluster (each answered one claimed a slot).
+    let indexed = |answer: &Value| answer["response"]["patch"].is_string();
+    for i in 0.. {
+        let answer = post_forged(
+            &env,
+            &forged(&env.ns, &worker(&format!("ghost-{i}")), kind.clone()),
+        )
+        .await;
+        if indexed(&answer) {
+            break;
+        }
+        assert!(
+            i < 600,
+            "the webhook never indexed a forged worker: {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    post_forged(&env, &forged(&env.ns, &worker("ghost-last"), kind)).await;
+    let leases = env.api(
+        &resource("coordination.k8s.io", "v1", "Lease", "leases"),
+        &env.ns,
+    );
+    let claims = ListParams::default().labels("rayshare.io/index-claim=true");
+    let forged_claims = leases.list(&claims).await.unwrap().items;
+    assert!(forged_claims.len() >= 2, "forged reviews claimed slots");
+    wait_for(
+        "the forged claims to leave the in-flight window",
+        || async {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            forged_claims
+                .iter()
+                .all(|c| {
+                    let t = c.metadata.creation_timestamp.as_ref().unwrap().0;
+                    now.duration_since(t).as_secs() > 1
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let real = create_in(&env.admin, &env.ns, worker("real"), false).await;
+    let labels = &real["metadata"]["labels"];
+    assert_eq!(
+        (
+            &labels["ray.io/worker-group-replica-index"],
+            &labels["ray.io/replica-host-index"]
+        ),
+        (&json!("0"), &json!("0")),
+        "{labels}"
     );
 }
