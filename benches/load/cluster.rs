@@ -239,3 +239,17 @@ pub fn admission_calls(delta: &BTreeMap<String, u64>) -> u64 {
         .map(|(_, v)| v)
         .sum()
 }
+
+/// The CRD directory tests/tools/crds.sh fills from the operators' Go modules (cached).
+pub fn crds_from_modules(repo: &Path) -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("tests/tools/crds.sh"))
+        .output()
+        .expect("running tests/tools/crds.sh");
+    assert!(
+        out.status.success(),
+        "tests/tools/crds.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}

@@ -397,10 +397,10 @@ impl Bench {
         let started = Instant::now();
         let s = &self.settings;
         let (bulk_ns, bulk_rc, bulk_pods) = (s.bulk_namespaces, s.bulk_clusters, s.bulk_pods);
-        let crd_dir = std::env::var_os("RAYSHARE_SHARED_DIR")
+        // The CRDs from their Go modules (tests/tools/crds.sh prints the directory).
+        let crd_dir = std::env::var_os("RAYSHARE_CRDS")
             .map(PathBuf::from)
-            .unwrap_or_else(|| self.repo.join("../shared"))
-            .join("crds");
+            .unwrap_or_else(|| cluster::crds_from_modules(&self.repo));
         self.rt.block_on(async {
             cluster::install_crds(&self.kube, &crd_dir).await;
             cluster::create_namespace(&self.kube, "bench", &[("rayshare.io/enabled", "true")])

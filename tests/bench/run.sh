@@ -31,13 +31,9 @@ for a in "$@"; do [[ "$a" == "--quick" ]] && quick=1; done
 step "building the local control plane (cached after the first build)"
 RAYSHARE_CONTROLPLANE="$(bash tests/controlplane/build.sh)"
 export RAYSHARE_CONTROLPLANE
-# The CRDs from their Go modules (tests/tools/crds.sh), where the load benchmark looks:
-# $RAYSHARE_SHARED_DIR/crds.
-if [[ -z "${RAYSHARE_SHARED_DIR:-}" ]]; then
-  mkdir -p "$out/shared"
-  ln -sfn "$(bash tests/tools/crds.sh)" "$out/shared/crds"
-  export RAYSHARE_SHARED_DIR="$out/shared"
-fi
+# The CRDs from their Go modules, where the load benchmark looks: $RAYSHARE_CRDS.
+RAYSHARE_CRDS="${RAYSHARE_CRDS:-$(bash tests/tools/crds.sh)}"
+export RAYSHARE_CRDS
 
 if [[ -z "${BENCH_SKIP_MICRO:-}" ]]; then
   step "micro-benchmarks: cargo bench --bench mutate"
