@@ -192,7 +192,11 @@ async fn flyte_runs_share_a_cluster_and_keep_ambiguous_strings() {
     .await;
     let second = create_job(&env, flyte_v2_job("run-named-on"), "on-no-0", false).await;
     assert_eq!(selected(&first), selected(&second));
-    assert_eq!(clusters(&env).await.len(), 1);
+    let made = wait_for("the shared cluster", || async {
+        Some(clusters(&env).await).filter(|c| !c.is_empty())
+    })
+    .await;
+    assert_eq!(made.len(), 1);
 
     let stored = |name: &'static str| {
         let api = env.api(&ray_job_resource(), &env.ns);
