@@ -47,7 +47,8 @@ pub struct SharedClusters {
     /// At most this many active jobs per shared cluster (0: no limit); further jobs of the
     /// same config go to `<name>-1`, `<name>-2`, ...
     pub max_jobs_per_cluster: u32,
-    /// Upper bound on each API call of the cluster provisioner (create, stamp).
+    /// Upper bound on each shared-cluster call: admission's read of a cluster the cache
+    /// does not know, the provisioner's create and stamp.
     pub create_timeout_ms: u64,
     /// Deny a RayJob whose shape rayshare does not understand (instead of passing it unchanged).
     pub deny_on_error: bool,

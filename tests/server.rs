@@ -696,10 +696,12 @@ async fn sigterm_drains_in_flight_request() {
     let elapsed = started.elapsed();
     let r = admitted(response, "u1").await;
     assert_eq!(r["allowed"], true, "{r}");
-    assert!(r.get("patch").is_none(), "{r}");
-    let warning = r["warnings"][0].as_str().unwrap_or_default();
+    // Admission writes nothing; its one read (is the cluster there?) timed out, so the
+    // job is rewritten anyway (the provisioner makes the cluster once the job is stored).
+    assert!(r.get("patch").is_some(), "{r}");
+    let warnings = r["warnings"].to_string();
     assert!(
-        warning.contains("cannot ensure shared RayCluster") && warning.contains("timed out"),
+        warnings.contains("could not check shared RayCluster") && warnings.contains("timed out"),
         "{r}"
     );
     assert!(

@@ -86,7 +86,7 @@ impl<W: World> Work<'_, W> {
         self.fail(Cause::PoolExhausted, msg, false)
     }
 
-    async fn judge(&self, member: &Rewrite) -> Member {
+    async fn judge(&mut self, member: &Rewrite) -> Member {
         let cached = self.world.ray_cluster(&self.namespace, &member.name);
         let info = match cached {
             Some(info) => info,
@@ -107,6 +107,10 @@ impl<W: World> Work<'_, W> {
                         if let Some(m) = self.metrics {
                             m.error(e.cause());
                         }
+                        self.warnings.push(format!(
+                            "rayshare: could not check shared RayCluster {} ({e}); it is made once this job is stored, if missing",
+                            member.name
+                        ));
                         return Member::Use(false);
                     }
                 }

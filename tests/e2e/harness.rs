@@ -366,6 +366,16 @@ pub fn supervised(program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// One `rayshare serve` process, stopped when dropped (and when the test binary dies, see
 /// [`supervised`]).
+/// Another build of rayshare for the instances started from now on (the provisioning
+/// benchmark compares two builds); `None`: this one.
+pub static OTHER_BUILD: std::sync::Mutex<Option<Build>> = std::sync::Mutex::new(None);
+
+pub struct Build {
+    pub path: PathBuf,
+    /// It has no `instance` setting (and would refuse the key).
+    pub predates_instance: bool,
+}
+
 pub struct Rayshare {
     child: Child,
     dir: PathBuf,
@@ -419,7 +429,13 @@ impl Rayshare {
         std::fs::write(&config, config_yaml).unwrap();
         let log = dir.join(format!("{name}.log"));
         let _ = std::fs::rename(&log, dir.join(format!("{name}.previous.log")));
-        let child = supervised(env!("CARGO_BIN_EXE_rayshare"))
+        let bin = OTHER_BUILD
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|b| b.path.clone())
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_rayshare").into());
+        let child = supervised(bin)
             .arg("serve")
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
@@ -566,7 +582,14 @@ impl TestEnv {
         if !parsed.is_object() {
             parsed = json!({});
         }
-        parsed["instance"] = json!(name);
+        let predates = OTHER_BUILD
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|b| b.predates_instance);
+        if !predates {
+            parsed["instance"] = json!(name);
+        }
         let config = serde_norway::to_string(&parsed).unwrap();
         let instances: Vec<Rayshare> = (0..replicas)
             .map(|i| {

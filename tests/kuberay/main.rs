@@ -11,6 +11,5 @@ mod world;
 mod multi_host;
 mod reclaim;
 mod shared_clusters;
-// Fails until rayshare changes (see the file's header): kept apart for the lead to decide.
 mod slot_reuse;
 mod volcano;
