@@ -45,6 +45,26 @@ struct Burst {
 async fn burst(label: &str) -> Burst {
     let env = TestEnv::new(&format!("provision-{label}"), DEFAULT_CONFIG, 1).await;
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    // When each cluster was first seen, polled from before the first create (a watch
+    // would add its own lag) until every selected cluster was seen.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeMap::<String, Instant>::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = tokio::spawn({
+        let (clusters, seen, stop) = (clusters.clone(), seen.clone(), stop.clone());
+        async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(list) = clusters.list(&Default::default()).await {
+                    let now = Instant::now();
+                    let mut seen = seen.lock().unwrap();
+                    for c in list.items {
+                        seen.entry(c.metadata.name.unwrap_or_default())
+                            .or_insert(now);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    });
     let created: Vec<(Instant, Value)> = futures::future::join_all((0..JOBS).map(|i| {
         let env = &env;
         async move {
@@ -58,16 +78,17 @@ async fn burst(label: &str) -> Burst {
         .filter_map(|(_, j)| j["spec"]["clusterSelector"]["ray.io/cluster"].as_str())
         .map(String::from)
         .collect();
-    // When each cluster was first seen (polled: the watch would add its own lag).
-    let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while seen.len() < wanted.len() && Instant::now() < deadline {
-        for c in clusters.list(&Default::default()).await.unwrap().items {
-            let name = c.metadata.name.unwrap_or_default();
-            seen.entry(name).or_insert_with(Instant::now);
+    while Instant::now() < deadline {
+        let all = wanted.iter().all(|c| seen.lock().unwrap().contains_key(c));
+        if all {
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = poller.await;
+    let seen = seen.lock().unwrap().clone();
     let mut latencies = Vec::new();
     let mut clusters_per_config: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (i, (at, stored)) in created.iter().enumerate() {
