@@ -9,6 +9,7 @@
 //! and the leader's reconcilers). See ARCHITECTURE.md.
 
 pub mod admission;
+pub mod app;
 pub mod cause;
 pub mod cli;
 pub mod config;

@@ -1,19 +1,12 @@
 use std::io::Read;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::Parser;
+use rayshare::app::App;
 use rayshare::cli::{CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs};
 use rayshare::config::Config;
-use rayshare::health::Health;
-use rayshare::http::admin;
-use rayshare::http::api::{self, AppState};
-use rayshare::http::server::{self, Drain, Listeners};
-use rayshare::metrics::Metrics;
-use rayshare::tls::{self, CertFiles, CertStore};
-use rayshare::world::kube::KubeWorld;
-use rayshare::{certs, logging, offline, reconcile};
+use rayshare::http::server;
+use rayshare::{certs, logging, offline};
 
 // Admission allocates many small, short-lived JSON nodes per request, across threads:
 // mimalloc serves them markedly cheaper than glibc's malloc (see README, Benchmarks).
@@ -70,24 +63,6 @@ fn fail(message: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Two clients of one config: one for admission's calls, one (with its connections and
-/// request queue on the background runtime) for watches and reconcilers.
-async fn kube_clients(
-    args: &ServeArgs,
-    background: &tokio::runtime::Handle,
-) -> anyhow::Result<(kube::Client, kube::Client)> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    let admission = kube::Client::try_from(config.clone())?;
-    let _on = background.enter();
-    Ok((admission, kube::Client::try_from(config)?))
-}
-
 async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode {
     let _log_guard = match logging::init(&args.log) {
         Ok(guard) => guard,
@@ -96,102 +71,13 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
     if let Some(e) = PRIORITY_ERROR.get() {
         tracing::warn!(error = %e, "cannot lower the background threads' priority");
     }
-    // Everything that can be wrong with the settings fails here, before listening.
-    let config = match Config::load(args.config.as_deref()) {
-        Ok(c) => Arc::new(c),
-        Err(e) => return fail(e, 2),
-    };
-    let files = CertFiles {
-        cert: args.tls_cert.clone(),
-        key: args.tls_key.clone(),
-    };
-    let certs = match CertStore::load(&files) {
-        Ok(c) => c,
-        Err(e) => return fail(format!("serving certificate: {e}"), 1),
-    };
-    let client_roots = match args.client_ca.as_deref().map(tls::client_roots).transpose() {
-        Ok(r) => r,
-        Err(e) => return fail(format!("client CA: {e}"), 1),
-    };
-    let tls_config = match tls::server_config(certs.clone(), client_roots) {
-        Ok(c) => c,
-        Err(e) => return fail(format!("TLS: {e}"), 1),
-    };
-    let (client, background_client) = match kube_clients(&args, &background).await {
-        Ok(c) => c,
-        Err(e) => return fail(format!("Kubernetes client: {e}"), 1),
-    };
+    // The signal handler first: a SIGTERM during startup still drains.
     let shutdown = server::signal();
-    let listeners = match Listeners::bind(args.listen, args.admin_listen).await {
-        Ok(l) => l,
-        Err(e) => return fail(format!("cannot listen: {e}"), 1),
+    let app = match App::build(args, background).await {
+        Ok(app) => app,
+        Err(e) => return fail(&e, e.exit_code()),
     };
-    let health = Arc::new(Health::default());
-    let metrics = Arc::new(Metrics::default());
-    let identity = args
-        .pod_name
-        .clone()
-        .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
-    // Caches, reconcilers and certificate reloads are spawned onto the background runtime.
-    let (world, tasks) = {
-        let _on = background.enter();
-        let (world, wakeups) =
-            KubeWorld::start(client, background_client.clone(), &config, health.clone());
-        let mut tasks = Vec::new();
-        if let Some(w) = wakeups.clusters {
-            let (c, m) = (config.clone(), metrics.clone());
-            tasks.push(reconcile::provision::spawn(world.clone(), c, m, w));
-        }
-        if let Some(w) = wakeups.pods {
-            let (c, m) = (config.clone(), metrics.clone());
-            tasks.push(reconcile::group_provision::spawn(world.clone(), c, m, w));
-        }
-        tasks.extend(reconcile::spawn_all(
-            background_client,
-            config.clone(),
-            metrics.clone(),
-            reconcile::Election {
-                namespace: args.pod_namespace.clone(),
-                identity,
-                lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
-            },
-        ));
-        tokio::spawn(certs.clone().watch(
-            files,
-            Duration::from_secs(args.cert_reload_seconds.max(1)),
-            metrics.clone(),
-        ));
-        (world, tasks)
-    };
-    let state = Arc::new(AppState {
-        config,
-        world,
-        metrics: metrics.clone(),
-        max_body_bytes: args.max_body_bytes,
-        body_timeout: Duration::from_millis(args.body_timeout_ms),
-    });
-    tracing::info!(listen = %args.listen, admin = %args.admin_listen, "rayshare serving");
-    let result = server::serve(
-        listeners,
-        api::router(state),
-        admin::router(health.clone(), metrics),
-        tls_config,
-        health,
-        Drain {
-            delay: Duration::from_secs(args.shutdown_delay_seconds),
-            timeout: Duration::from_secs(args.drain_timeout_seconds),
-        },
-        async move {
-            shutdown.await;
-            // A draining replica must not keep deleting as leader; another takes over
-            // when its lease runs out.
-            for task in tasks {
-                task.abort();
-            }
-        },
-    )
-    .await;
-    match result {
+    match app.run(shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e, 1),
     }

@@ -766,3 +766,58 @@ async fn invalid_config_fails_before_listening() {
         assert!(log.contains(needle), "config {config:?}: {log}");
     }
 }
+
+/// The whole server started in this process (`App`), answering, then stopped by its
+/// shutdown future: what an embedding or an in-process test does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_runs_in_process_and_stops_on_shutdown() {
+    use clap::Parser;
+    use rayshare::cli::{Cli, Command as Sub};
+    init_crypto();
+    let dir = TempDir::new().unwrap();
+    let pki = generate_pki(&dir.path().join("certs"));
+    let kubeconfig = write_kubeconfig(dir.path(), REFUSING_API_SERVER);
+    let cli = Cli::try_parse_from([
+        "rayshare",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        pki.cert.to_str().unwrap(),
+        "--tls-key",
+        pki.key.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--drain-timeout-seconds",
+        "1",
+    ])
+    .unwrap();
+    let Sub::Serve(args) = cli.command else {
+        panic!("serve")
+    };
+    let app = rayshare::app::App::build(*args, tokio::runtime::Handle::current())
+        .await
+        .unwrap();
+    let (addr, admin) = app.addresses().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(app.run(async move {
+        let _ = stopped.await;
+    }));
+    let answer = client(&[&pki.ca])
+        .post(format!("https://{addr}/mutate"))
+        .json(&rayjob_review("in-process"))
+        .send()
+        .await
+        .expect("the in-process server answers");
+    assert_eq!(answer.status(), StatusCode::OK);
+    let live = reqwest::get(format!("http://{admin}/livez")).await.unwrap();
+    assert_eq!(live.status(), StatusCode::OK);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("run returns after shutdown")
+        .unwrap()
+        .unwrap();
+}
