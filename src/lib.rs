@@ -14,12 +14,12 @@ pub mod cause;
 pub mod cli;
 pub mod config;
 pub mod domain;
-pub mod health;
+pub(crate) mod health;
 pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod offline;
-pub mod reconcile;
+pub(crate) mod reconcile;
 pub mod world;
 
 // Paths the integration tests and benchmarks use.

@@ -5,11 +5,11 @@
 //! Shared by the HTTPS server and the offline `rayshare mutate`.
 
 mod indices;
-pub mod patch;
+pub(crate) mod patch;
 mod pod_group;
 pub mod review;
 mod shared_cluster;
-pub mod triage;
+pub(crate) mod triage;
 mod work;
 
 use std::time::{Duration, Instant};

@@ -4,9 +4,9 @@
 pub mod cluster;
 pub mod indices;
 pub mod labels;
-pub mod naming;
+pub(crate) mod naming;
 pub mod pod_group;
-pub mod quantity;
-pub mod reclaim;
+pub(crate) mod quantity;
+pub(crate) mod reclaim;
 pub mod shared_cluster;
-pub mod stored_pod_group;
+pub(crate) mod stored_pod_group;

@@ -1,12 +1,12 @@
 //! Background reconcilers, run by one replica at a time (see `leader`): they delete what
 //! rayshare created for objects that never appeared or are gone.
 
-pub mod clusters;
-pub mod group_provision;
-pub mod index_claims;
-pub mod leader;
-pub mod pod_groups;
-pub mod provision;
+pub(crate) mod clusters;
+pub(crate) mod group_provision;
+pub(crate) mod index_claims;
+pub(crate) mod leader;
+pub(crate) mod pod_groups;
+pub(crate) mod provision;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::post;
 
-pub use crate::health::Health;
 pub use errors::ApiError;
 pub use state::AppState;
 
