@@ -13,17 +13,22 @@ pub struct DevCerts {
     pub key_pem: String,
 }
 
+/// A fresh self-signed CA named `common_name`, and the issuer that signs with it.
+fn ca(common_name: &str) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>), rcgen::Error> {
+    let mut params = CertificateParams::default();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    Ok((cert, Issuer::new(params, key)))
+}
+
 /// A fresh CA and a serving certificate for `hosts` (DNS names or IP addresses).
 pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
-    let mut ca_params = CertificateParams::default();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "rayshare development CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_key = KeyPair::generate()?;
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let (ca_cert, issuer) = ca("rayshare development CA")?;
 
     let mut params = CertificateParams::default();
     params.distinguished_name.push(
@@ -54,15 +59,7 @@ pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
 /// A CA and a client certificate it signed (`clientAuth`), for the API server to present
 /// to the webhook when `--client-ca` asks for one.
 pub fn generate_client(common_name: &str) -> Result<DevCerts, rcgen::Error> {
-    let mut ca_params = CertificateParams::default();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "rayshare webhook client CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_key = KeyPair::generate()?;
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
+    let (ca_cert, issuer) = ca("rayshare webhook client CA")?;
     let mut params = CertificateParams::default();
     params
         .distinguished_name

@@ -23,7 +23,7 @@ use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, pod_group_resource};
 use crate::world::{Created, World};
 
-type Key = (String, String);
+use super::Key;
 
 /// Stored pods are looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
@@ -37,25 +37,19 @@ pub fn spawn(
     tokio::spawn(async move {
         // Pods (by uid) whose group is settled are not looked at again.
         let mut done: HashSet<String> = HashSet::new();
-        let mut resync = tokio::time::interval(RESYNC);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut resync = super::resync_every(RESYNC);
         loop {
-            let mut keys = BTreeSet::new();
-            tokio::select! {
-                key = wakeups.recv() => match key {
-                    Some(k) => { keys.insert(k); }
-                    None => return,
-                },
-                _ = resync.tick() => {
-                    let pods = world.stored_pods();
-                    let live: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
-                    done.retain(|uid| live.contains(uid));
-                    keys.extend(pods.iter().filter_map(|p| Some((p.namespace()?, p.name_any()))));
-                }
-            }
-            while let Ok(k) = wakeups.try_recv() {
-                keys.insert(k);
-            }
+            let all = || {
+                let pods = world.stored_pods();
+                let live: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+                done.retain(|uid| live.contains(uid));
+                pods.iter()
+                    .filter_map(|p| Some((p.namespace()?, p.name_any())))
+                    .collect()
+            };
+            let Some(keys) = super::next_keys(&mut wakeups, &mut resync, all).await else {
+                return;
+            };
             for (ns, name) in keys {
                 let Some(pod) = world.stored_pod(&ns, &name) else {
                     continue;

@@ -29,6 +29,35 @@ pub struct Election {
     pub lease: Duration,
 }
 
+/// (namespace, name) of what a provisioner should look at.
+pub type Key = (String, String);
+
+/// What a provisioner looks at next: the keys woken since its last look (a burst of
+/// events wakes it once per key), or on each `resync` tick every key `all` names (a
+/// create that failed, a missed event). `None` once the wakeups are gone.
+pub async fn next_keys(
+    wakeups: &mut tokio::sync::mpsc::UnboundedReceiver<Key>,
+    resync: &mut tokio::time::Interval,
+    all: impl FnOnce() -> Vec<Key>,
+) -> Option<std::collections::BTreeSet<Key>> {
+    let mut keys = std::collections::BTreeSet::new();
+    tokio::select! {
+        key = wakeups.recv() => { keys.insert(key?); }
+        _ = resync.tick() => keys.extend(all()),
+    }
+    while let Ok(k) = wakeups.try_recv() {
+        keys.insert(k);
+    }
+    Some(keys)
+}
+
+/// An interval for [`next_keys`] that does not burst after a slow look.
+pub fn resync_every(period: Duration) -> tokio::time::Interval {
+    let mut resync = tokio::time::interval(period);
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    resync
+}
+
 /// Lists in pages of 500, handing each item to `each` as its page arrives, so a large
 /// cluster is never fetched (or held) in one piece.
 pub async fn for_each_page<T, F, Fut>(

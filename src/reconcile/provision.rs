@@ -28,7 +28,7 @@ use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource};
 
-type Key = (String, String);
+use super::Key;
 
 /// Every stored job is looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
@@ -47,21 +47,9 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut made: HashMap<Key, Instant> = HashMap::new();
-        let mut resync = tokio::time::interval(RESYNC);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let mut keys = BTreeSet::new();
-            tokio::select! {
-                key = wakeups.recv() => match key {
-                    Some(k) => { keys.insert(k); }
-                    None => return,
-                },
-                _ = resync.tick() => keys.extend(selected_clusters(&world)),
-            }
-            // A burst of jobs wakes us once per cluster, not once per job.
-            while let Ok(k) = wakeups.try_recv() {
-                keys.insert(k);
-            }
+        let mut resync = super::resync_every(RESYNC);
+        let all = || selected_clusters(&world).into_iter().collect();
+        while let Some(keys) = super::next_keys(&mut wakeups, &mut resync, all).await {
             made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
             for key in keys {
                 look(&world, &config, &metrics, &key, &mut made).await;

@@ -695,6 +695,19 @@ impl TestEnv {
     }
 }
 
+/// The uid of a RayCluster that exists and is not being deleted.
+pub async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
+    let c = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    c.metadata
+        .deletion_timestamp
+        .is_none()
+        .then(|| c.metadata.uid.unwrap())
+}
+
 pub fn sample(file: &str) -> Value {
     let text = std::fs::read_to_string(repo().join("deploy/samples").join(file)).unwrap();
     serde_norway::from_str(&text).unwrap()

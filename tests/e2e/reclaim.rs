@@ -32,18 +32,6 @@ fn selected(job: &Value) -> Option<String> {
         .map(String::from)
 }
 
-async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
-    let c = env
-        .api(&ray_cluster_resource(), &env.ns)
-        .get_opt(name)
-        .await
-        .unwrap()?;
-    c.metadata
-        .deletion_timestamp
-        .is_none()
-        .then(|| c.metadata.uid.unwrap())
-}
-
 #[tokio::test]
 async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
     let config = "reclaim:\n  idleTtlSeconds: 2\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [e2e-reclaim]\n";

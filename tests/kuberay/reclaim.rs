@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
@@ -19,18 +18,6 @@ async fn state(env: &TestEnv, job: &str) -> String {
         .as_str()
         .unwrap_or("")
         .to_string()
-}
-
-async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
-    let c = env
-        .api(&ray_cluster_resource(), &env.ns)
-        .get_opt(name)
-        .await
-        .unwrap()?;
-    c.metadata
-        .deletion_timestamp
-        .is_none()
-        .then(|| c.uid().unwrap())
 }
 
 /// A job runs its course under KubeRay (kwok completes the submitter pod; without a Ray
