@@ -71,9 +71,16 @@ fn handle(body: &[u8], cfg: &Config, world: &MemoryWorld) -> Vec<u8> {
 type Case = (&'static str, Box<dyn FnMut()>);
 
 /// A world in which `job`'s shared cluster exists (the first job of a config made it).
+/// A world where `job` was admitted and stored, so its shared cluster exists.
 fn world_with_shared_cluster(job: &Value, cfg: &Config) -> MemoryWorld {
     let world = MemoryWorld::default();
-    futures::executor::block_on(admission::admit(&request(job, false), cfg, &world, None));
+    let req = request(job, false);
+    let admitted = futures::executor::block_on(admission::admit(&req, cfg, &world, None));
+    let mut stored = admitted.object.expect("the job was rewritten");
+    stored["metadata"]["namespace"] = serde_json::json!(req.namespace);
+    world
+        .store(&stored, cfg)
+        .expect("the provisioner makes its cluster");
     world
 }
 
