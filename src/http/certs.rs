@@ -26,6 +26,21 @@ fn ca(common_name: &str) -> Result<(rcgen::Certificate, Issuer<'static, KeyPair>
     Ok((cert, Issuer::new(params, key)))
 }
 
+/// A fresh key and a certificate from `params`, signed by the CA.
+fn signed(
+    params: CertificateParams,
+    ca_cert: &rcgen::Certificate,
+    issuer: &Issuer<'static, KeyPair>,
+) -> Result<DevCerts, rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok(DevCerts {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
 /// A fresh CA and a serving certificate for `hosts` (DNS names or IP addresses).
 pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
     let (ca_cert, issuer) = ca("rayshare development CA")?;
@@ -47,13 +62,7 @@ pub fn generate(hosts: &[String]) -> Result<DevCerts, rcgen::Error> {
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    Ok(DevCerts {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    signed(params, &ca_cert, &issuer)
 }
 
 /// A CA and a client certificate it signed (`clientAuth`), for the API server to present
@@ -66,13 +75,7 @@ pub fn generate_client(common_name: &str) -> Result<DevCerts, rcgen::Error> {
         .push(DnType::CommonName, common_name);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
-    Ok(DevCerts {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    signed(params, &ca_cert, &issuer)
 }
 
 /// Writes `ca.crt`, `tls.crt` and `tls.key` (the names of a `kubernetes.io/tls` Secret).
