@@ -130,6 +130,7 @@ fn cases() -> Vec<Case> {
                     "team",
                     &cfg.shared_clusters,
                     &cfg.opt_out_annotation,
+                    "uid-1",
                 );
                 assert!(matches!(plan, Ok(shared_cluster::Plan::Rewrite(_))));
             }),

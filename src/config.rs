@@ -52,6 +52,36 @@ pub struct SharedClusters {
     pub create_timeout_ms: u64,
     /// Deny a RayJob whose shape rayshare does not understand (instead of passing it unchanged).
     pub deny_on_error: bool,
+    /// Where on the head a job whose entrypoint downloads code into its working directory
+    /// (Flyte's fast registration) gets a directory of its own (empty: never).
+    pub job_workdir_root: String,
+    pub stop_jobs: StopJobs,
+}
+
+/// Stopping the Ray jobs of deleted and finished RayJobs on shared clusters (leader only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StopJobs {
+    pub enabled: bool,
+    /// The Ray dashboard of a shared cluster; `{service}` (KubeRay's head service),
+    /// `{namespace}`, `{cluster}` and `{port}` (the head's dashboard port) are filled in.
+    pub dashboard_url: String,
+    /// Every shared cluster's job list is read this often (deletions missed while
+    /// rayshare was down); a RayJob's deletion is acted on at once.
+    pub interval_seconds: u64,
+    /// Upper bound on each dashboard call.
+    pub timeout_ms: u64,
+}
+
+impl Default for StopJobs {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dashboard_url: "http://{service}.{namespace}.svc:{port}".into(),
+            interval_seconds: 30,
+            timeout_ms: 3000,
+        }
+    }
 }
 
 /// Deleting shared clusters that stayed idle (no active RayJob selecting them).
@@ -202,6 +232,8 @@ impl Default for SharedClusters {
             max_jobs_per_cluster: 0,
             create_timeout_ms: 3000,
             deny_on_error: false,
+            job_workdir_root: "/tmp/rayshare-jobs".into(),
+            stop_jobs: StopJobs::default(),
         }
     }
 }
@@ -349,6 +381,33 @@ impl Config {
         if self.pod_groups.reconcile_interval_seconds == 0 {
             return invalid("podGroups.reconcileIntervalSeconds", "must be positive");
         }
+        let root = &self.shared_clusters.job_workdir_root;
+        let plain_path = |c: char| c.is_ascii_alphanumeric() || "/_.-".contains(c);
+        if !root.is_empty() && (!root.starts_with('/') || !root.chars().all(plain_path)) {
+            return invalid(
+                "sharedClusters.jobWorkdirRoot",
+                "must be empty or an absolute path of alphanumerics, '/', '_', '.', '-'",
+            );
+        }
+        let stop = &self.shared_clusters.stop_jobs;
+        if !stop.dashboard_url.starts_with("http://") {
+            return invalid(
+                "sharedClusters.stopJobs.dashboardUrl",
+                "must be an http:// URL template (Ray's dashboard serves plain HTTP)",
+            );
+        }
+        if !(1..=60_000).contains(&stop.timeout_ms) {
+            return invalid(
+                "sharedClusters.stopJobs.timeoutMs",
+                "must be between 1 and 60000",
+            );
+        }
+        if stop.interval_seconds == 0 {
+            return invalid(
+                "sharedClusters.stopJobs.intervalSeconds",
+                "must be positive",
+            );
+        }
         if self.reclaim.interval_seconds == 0 {
             return invalid("reclaim.intervalSeconds", "must be positive");
         }
@@ -407,6 +466,22 @@ mod tests {
         "sharedClusters.runScopedEnvPrefixes"
     )]
     #[case("bogus: 1\n", "bogus")]
+    #[case(
+        "sharedClusters:\n  jobWorkdirRoot: tmp/x\n",
+        "sharedClusters.jobWorkdirRoot"
+    )]
+    #[case(
+        "sharedClusters:\n  jobWorkdirRoot: \"/tmp/a b\"\n",
+        "sharedClusters.jobWorkdirRoot"
+    )]
+    #[case(
+        "sharedClusters:\n  stopJobs:\n    dashboardUrl: ftp://x\n",
+        "sharedClusters.stopJobs.dashboardUrl"
+    )]
+    #[case(
+        "sharedClusters:\n  stopJobs:\n    intervalSeconds: 0\n",
+        "sharedClusters.stopJobs.intervalSeconds"
+    )]
     fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
         let err = Config::parse(text).unwrap_err().to_string();
         assert!(err.contains(field), "{err} should name {field}");

@@ -30,6 +30,7 @@ impl<W: World> Work<'_, W> {
             &self.namespace,
             cfg,
             &self.cfg.opt_out_annotation,
+            &self.req.uid,
         );
         let rewrite = match plan {
             Err(why) => {

@@ -66,6 +66,16 @@ pub fn set(object: &mut Value, map: Meta, key: &str, value: &str) {
     map[key] = json!(value);
 }
 
+/// Whether `s` may be a label value.
+pub fn is_label_value(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

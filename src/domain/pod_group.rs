@@ -69,7 +69,7 @@ pub fn plan(
     }
     let mut group_labels = json!({ labels::MANAGED_BY: labels::MANAGER });
     let pod_name = pod_name_or_prefix(pod).trim_end_matches(['-', '.']);
-    if is_label_value(pod_name) {
+    if labels::is_label_value(pod_name) {
         group_labels[labels::FOR_POD] = json!(pod_name);
     }
     let mut metadata = json!({
@@ -111,15 +111,6 @@ fn pod_name_or_prefix(pod: &Value) -> &str {
         .filter(|n| !n.is_empty())
         .or(meta["generateName"].as_str())
         .unwrap_or("")
-}
-
-fn is_label_value(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// The pod's own name; for `generateName` pods, the prefix plus a hash of the admission

@@ -29,7 +29,15 @@ fn corpus(generation: &str) -> BTreeMap<String, Value> {
 
 fn rewrite(job: &Value) -> Rewrite {
     let ns = job["metadata"]["namespace"].as_str().unwrap();
-    match plan(job, ns, &SharedClusters::default(), "rayshare.io/skip").unwrap() {
+    match plan(
+        job,
+        ns,
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        "uid-1",
+    )
+    .unwrap()
+    {
         Plan::Rewrite(r) => *r,
         Plan::Skip(why) => panic!("skipped: {why:?}"),
     }
@@ -185,9 +193,10 @@ fn the_cluster_keeps_the_first_jobs_spec_without_run_scoped_parts(#[case] genera
             .filter(|n| !super::identity::is_run_scoped_env(n, &cfg))
             .collect();
         assert_eq!(env_names(kept), expected, "{name}: env order kept");
-        // Per-execution labels of the RayJob itself stay on the job.
+        // Per-execution labels of the RayJob itself stay on the job, next to rayshare's
+        // cluster and admission-uid labels.
         assert_eq!(r.job["metadata"]["labels"].as_object().unwrap().len(), {
-            job["metadata"]["labels"].as_object().unwrap().len() + 1
+            job["metadata"]["labels"].as_object().unwrap().len() + 2
         });
     }
 }

@@ -2,6 +2,7 @@
 //! reference to a hash-named RayCluster (pure; the shell creates the cluster).
 
 pub mod identity;
+pub mod job_life;
 pub mod kuberay_yaml;
 pub mod provision;
 pub mod runtime_env;
@@ -70,13 +71,15 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
     None
 }
 
-/// Plans the rewrite of a RayJob CREATE. `Err` means the object has a shape rayshare
-/// does not understand (the caller passes it unchanged with a warning).
+/// Plans the rewrite of a RayJob CREATE admitted by request `request_uid`. `Err` means
+/// the object has a shape rayshare does not understand (the caller passes it unchanged
+/// with a warning).
 pub fn plan(
     job: &Value,
     namespace: &str,
     cfg: &SharedClusters,
     opt_out: &str,
+    request_uid: &str,
 ) -> Result<Plan, String> {
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
         return Err("RayJob has no spec object".into());
@@ -154,14 +157,25 @@ pub fn plan(
     );
     job_spec.insert("shutdownAfterJobFinishes".into(), json!(false));
     job_spec.insert("ttlSecondsAfterFinished".into(), json!(0));
-    if !carried.is_empty() {
+    let token = job_life::token(request_uid);
+    let reserved: Vec<(String, String)> = token
+        .map(|t| (job_life::TOKEN_ENV.to_string(), t.to_string()))
+        .into_iter()
+        .collect();
+    if !carried.is_empty() || !reserved.is_empty() {
         let current = job_spec.get("runtimeEnvYAML").and_then(Value::as_str);
-        let merged = runtime_env::merge_env_vars(current, &carried)?;
+        let merged = runtime_env::merge_env_vars(current, &carried, &reserved)?;
         job_spec.insert("runtimeEnvYAML".into(), json!(merged.text));
         if !merged.kept.is_empty() {
             warnings.push(format!(
                 "rayshare: kept your runtime env value for {}",
                 merged.kept.join(", ")
+            ));
+        }
+        if !merged.replaced.is_empty() {
+            warnings.push(format!(
+                "rayshare: replaced runtime env {} (reserved: it ties the Ray job to this RayJob)",
+                merged.replaced.join(", ")
             ));
         }
         if !merged.not_strings.is_empty() {
@@ -170,6 +184,21 @@ pub fn plan(
                 merged.not_strings.join(", ")
             ));
         }
+    }
+    if let Some(token) = token {
+        let root = &cfg.job_workdir_root;
+        let entrypoint = job_spec.get("entrypoint").and_then(Value::as_str);
+        if let Some(entrypoint) = entrypoint
+            && !root.is_empty()
+            && job_life::downloads_code_into_cwd(entrypoint)
+        {
+            let own = job_life::in_own_directory(entrypoint, root, token);
+            job_spec.insert("entrypoint".into(), json!(own));
+            warnings.push(format!(
+                "rayshare: the entrypoint runs in {root}/{token}: it downloads code into its working directory, which jobs on a shared cluster would otherwise share"
+            ));
+        }
+        labels::set(&mut new_job, Meta::Labels, job_life::TOKEN_LABEL, token);
     }
     labels::set(&mut new_job, Meta::Labels, labels::JOB_CLUSTER, &name);
     labels::set(&mut new_job, Meta::Annotations, provision::SPEC, &spec_text);

@@ -133,7 +133,7 @@ mod tests {
 
     fn rewritten(index: u32) -> (Value, Value) {
         let cfg = SharedClusters::default();
-        let Ok(Plan::Rewrite(r)) = plan(&job(), "ns", &cfg, "rayshare.io/opt-out") else {
+        let Ok(Plan::Rewrite(r)) = plan(&job(), "ns", &cfg, "rayshare.io/opt-out", "uid-1") else {
             panic!("rewritten");
         };
         let r = r.pooled(index);

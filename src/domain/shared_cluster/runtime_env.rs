@@ -14,15 +14,19 @@ pub struct Merged {
     pub text: String,
     /// Names the user had already set (theirs win).
     pub kept: Vec<String>,
+    /// Reserved names the user had set to something else (rayshare's win).
+    pub replaced: Vec<String>,
     /// The user's `env_vars` that KubeRay reads as something other than a string (an
     /// unquoted `on` is a boolean in YAML 1.1): Ray rejects those, with or without rayshare.
     pub not_strings: Vec<String>,
 }
 
-/// Adds `vars` under `env_vars`, keeping every key the user set.
+/// Adds `vars` under `env_vars`, keeping every key the user set, and sets `reserved`
+/// over whatever the user set.
 pub fn merge_env_vars(
     runtime_env_yaml: Option<&str>,
     vars: &[(String, String)],
+    reserved: &[(String, String)],
 ) -> Result<Merged, String> {
     let mut env = match runtime_env_yaml {
         None => Value::Null,
@@ -56,9 +60,20 @@ pub fn merge_env_vars(
             env_vars.insert(name.clone(), Value::String(value.clone()));
         }
     }
+    let mut replaced = Vec::new();
+    for (name, value) in reserved {
+        let new = Value::String(value.clone());
+        if env_vars
+            .insert(name.clone(), new.clone())
+            .is_some_and(|old| old != new)
+        {
+            replaced.push(name.clone());
+        }
+    }
     Ok(Merged {
         text: kuberay_yaml::write(&env),
         kept,
+        replaced,
         not_strings,
     })
 }
@@ -90,7 +105,7 @@ mod tests {
     #[case(Some("env_vars:\n"))]
     #[case(Some("env_vars: ~\n"))]
     fn creates_env_vars_when_absent(#[case] input: Option<&str>) {
-        let merged = merge_env_vars(input, &vars()).unwrap();
+        let merged = merge_env_vars(input, &vars(), &[]).unwrap();
         assert!(merged.kept.is_empty());
         assert_eq!(kuberay(&merged.text)["env_vars"]["RUN_NAME"], "r1");
     }
@@ -98,7 +113,7 @@ mod tests {
     #[test]
     fn user_values_and_other_keys_survive() {
         let input = "pip:\n  - numpy==2.0\nworking_dir: s3://b/x.zip\nenv_vars:\n  RUN_NAME: mine\n  OTHER: '1'\n";
-        let merged = merge_env_vars(Some(input), &vars()).unwrap();
+        let merged = merge_env_vars(Some(input), &vars(), &[]).unwrap();
         let v = kuberay(&merged.text);
         assert_eq!(merged.kept, vec!["RUN_NAME"]);
         assert_eq!(v["env_vars"]["RUN_NAME"], "mine");
@@ -106,6 +121,17 @@ mod tests {
         assert_eq!(v["env_vars"]["ACTION_NAME"], "a0");
         assert_eq!(v["pip"][0], "numpy==2.0");
         assert_eq!(v["working_dir"], "s3://b/x.zip");
+    }
+
+    #[rstest]
+    #[case("env_vars:\n  T: copied\n", vec!["T"])]
+    #[case("env_vars:\n  T: mine\n", vec![])]
+    #[case("pip: [x]\n", vec![])]
+    fn reserved_values_are_rayshares(#[case] input: &str, #[case] replaced: Vec<&str>) {
+        let reserved = [("T".to_string(), "mine".to_string())];
+        let merged = merge_env_vars(Some(input), &vars(), &reserved).unwrap();
+        assert_eq!(merged.replaced, replaced);
+        assert_eq!(kuberay(&merged.text)["env_vars"]["T"], "mine");
     }
 
     /// The scalars, as a user (or flytekit's yaml.dump) writes them: what KubeRay
@@ -135,7 +161,7 @@ mod tests {
         let input = format!("env_vars:\n  FLAG: {yaml}\n");
         let before = kuberay(&input)["env_vars"]["FLAG"].clone();
         assert_eq!(before, expected);
-        let merged = merge_env_vars(Some(&input), &vars()).unwrap();
+        let merged = merge_env_vars(Some(&input), &vars(), &[]).unwrap();
         let after: Value = serde_json::from_str(&merged.text).expect("JSON");
         assert_eq!(after["env_vars"]["FLAG"], expected, "JSON reader");
         assert_eq!(
@@ -154,7 +180,7 @@ mod tests {
     fn non_env_keys_keep_type_and_text() {
         let input = "pip: [numpy==2.1.0, 'yes']\nworking_dir: s3://b/x.zip\nconfig:\n  setup_timeout_seconds: 1_000\n  eager_install: on\n  ratio: 0.5\n  name: 'off'\n  nested: {a: [1, '2', ~]}\n";
         let before = kuberay(input);
-        let merged = merge_env_vars(Some(input), &vars()).unwrap();
+        let merged = merge_env_vars(Some(input), &vars(), &[]).unwrap();
         let mut after = kuberay(&merged.text);
         assert_eq!(
             after["env_vars"],
@@ -178,7 +204,7 @@ mod tests {
     #[case("")]
     fn added_values_are_strings_for_every_reader(#[case] name: &str) {
         let vars = vec![("RUN_NAME".to_string(), name.to_string())];
-        let merged = merge_env_vars(Some("pip: [x]\n"), &vars).unwrap();
+        let merged = merge_env_vars(Some("pip: [x]\n"), &vars, &[]).unwrap();
         assert_eq!(kuberay(&merged.text)["env_vars"]["RUN_NAME"], json!(name));
         let yaml12: Value = serde_norway::from_str(&merged.text).unwrap();
         assert_eq!(yaml12["env_vars"]["RUN_NAME"], json!(name));
@@ -189,7 +215,7 @@ mod tests {
     #[test]
     fn legacy_base64_runtime_env_as_flyte_converts_it() {
         let input = "config:\n  setup_timeout_seconds: 600\nenv_vars:\n  FEATURE_FLAG: \"on\"\n  RETRIES: \"3\"\npip:\n- numpy==2.1.0\n";
-        let merged = merge_env_vars(Some(input), &vars()).unwrap();
+        let merged = merge_env_vars(Some(input), &vars(), &[]).unwrap();
         let v = kuberay(&merged.text);
         assert_eq!(v["env_vars"]["FEATURE_FLAG"], "on");
         assert_eq!(v["env_vars"]["RETRIES"], "3");
@@ -203,12 +229,12 @@ mod tests {
     #[case("env_vars:\n  A: .inf\n")]
     #[case("3\n")]
     fn odd_runtime_env_is_an_error(#[case] input: &str) {
-        assert!(merge_env_vars(Some(input), &vars()).is_err());
+        assert!(merge_env_vars(Some(input), &vars(), &[]).is_err());
     }
 
     #[test]
     fn values_kuberay_would_not_read_as_strings_are_reported() {
-        let merged = merge_env_vars(Some("env_vars:\n  A: on\n  B: 'on'\n"), &vars()).unwrap();
+        let merged = merge_env_vars(Some("env_vars:\n  A: on\n  B: 'on'\n"), &vars(), &[]).unwrap();
         assert_eq!(merged.not_strings, vec!["A"]);
     }
 
@@ -221,7 +247,7 @@ mod tests {
         ) {
             let input = kuberay_yaml::write(&json!({"env_vars": user}));
             let vars = vec![("RUN_NAME".to_string(), run.clone())];
-            let merged = merge_env_vars(Some(&input), &vars).unwrap();
+            let merged = merge_env_vars(Some(&input), &vars, &[]).unwrap();
             let v = kuberay(&merged.text);
             for (k, val) in &user {
                 prop_assert_eq!(&v["env_vars"][k], &json!(val));

@@ -14,7 +14,15 @@ fn sample(name: &str) -> Value {
 }
 
 fn rewrite(job: &Value) -> Rewrite {
-    match plan(job, "ns", &SharedClusters::default(), "rayshare.io/skip").unwrap() {
+    match plan(
+        job,
+        "ns",
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        "uid-1",
+    )
+    .unwrap()
+    {
         Plan::Rewrite(r) => *r,
         Plan::Skip(why) => panic!("skipped: {why:?}"),
     }
@@ -163,7 +171,15 @@ fn value_from_run_scoped_env_stays_with_a_warning() {
 fn blocked_jobs_are_skipped_with_a_reason(#[case] overlay: Value, #[case] reason: &str) {
     let mut job = sample("a");
     json_patch::merge(&mut job, &overlay);
-    match plan(&job, "ns", &SharedClusters::default(), "rayshare.io/skip").unwrap() {
+    match plan(
+        &job,
+        "ns",
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        "uid-1",
+    )
+    .unwrap()
+    {
         Plan::Skip(Some(why)) => assert!(why.contains(reason), "{why}"),
         other => panic!("expected a skip, got {other:?}"),
     }
@@ -175,14 +191,28 @@ fn blocked_jobs_are_skipped_with_a_reason(#[case] overlay: Value, #[case] reason
 fn nothing_to_do_is_quiet(#[case] overlay: Value) {
     let mut job = sample("a");
     json_patch::merge(&mut job, &overlay);
-    let p = plan(&job, "ns", &SharedClusters::default(), "rayshare.io/skip").unwrap();
+    let p = plan(
+        &job,
+        "ns",
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        "uid-1",
+    )
+    .unwrap();
     assert_eq!(p, Plan::Skip(None));
 }
 
 #[test]
 fn the_rewritten_job_is_left_alone_on_reinvocation() {
     let r = rewrite(&sample("a"));
-    let again = plan(&r.job, "ns", &SharedClusters::default(), "rayshare.io/skip").unwrap();
+    let again = plan(
+        &r.job,
+        "ns",
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        "uid-1",
+    )
+    .unwrap();
     assert_eq!(again, Plan::Skip(None));
 }
 
@@ -197,7 +227,16 @@ fn odd_shapes_are_errors(#[case] job: Value) {
         job["spec"]["rayClusterSpec"]["headGroupSpec"] =
             sample("a")["spec"]["rayClusterSpec"]["headGroupSpec"].clone();
     }
-    assert!(plan(&job, "ns", &SharedClusters::default(), "rayshare.io/skip").is_err());
+    assert!(
+        plan(
+            &job,
+            "ns",
+            &SharedClusters::default(),
+            "rayshare.io/skip",
+            "uid-1"
+        )
+        .is_err()
+    );
 }
 
 /// A cluster serves a job only if rayshare made it for exactly that config.
@@ -217,7 +256,7 @@ fn stand_in_spec_is_head_only_without_resources() {
         volcano_stand_in_spec: true,
         ..SharedClusters::default()
     };
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else {
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", "uid-1").unwrap() else {
         panic!()
     };
     let stand_in = &r.job["spec"]["rayClusterSpec"];
@@ -232,7 +271,7 @@ fn stand_in_spec_is_head_only_without_resources() {
 fn autoscaling_can_be_forced_on() {
     let mut cfg = SharedClusters::default();
     cfg.autoscaling.enabled = true;
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x").unwrap() else {
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", "uid-1").unwrap() else {
         panic!()
     };
     assert_eq!(r.cluster["spec"]["enableInTreeAutoscaling"], json!(true));
@@ -241,4 +280,64 @@ fn autoscaling_can_be_forced_on() {
         json!(60)
     );
     assert_ne!(r.name, rewrite(&sample("a")).name);
+}
+
+/// The token that ties the Ray submission to its RayJob: label and runtime env agree, a
+/// copied value is replaced, and an odd request uid ties nothing.
+#[rstest]
+#[case("uid-1", Some("uid-1"))]
+#[case("not a label value", None)]
+fn jobs_carry_their_admission_token(#[case] uid: &str, #[case] token: Option<&str>) {
+    let mut job = sample("a");
+    job["spec"]["runtimeEnvYAML"] = json!("env_vars:\n  RAYSHARE_ADMISSION_UID: copied\n");
+    let cfg = SharedClusters::default();
+    let Plan::Rewrite(r) = plan(&job, "ns", &cfg, "x", uid).unwrap() else {
+        panic!()
+    };
+    assert_eq!(job_life::job_token(&r.job), token);
+    let env: Value =
+        serde_json::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    let carried = env["env_vars"][job_life::TOKEN_ENV].as_str();
+    assert_eq!(carried, Some(token.unwrap_or("copied")));
+    let replaced = r
+        .warnings
+        .iter()
+        .any(|w| w.contains("replaced runtime env"));
+    assert_eq!(replaced, token.is_some());
+}
+
+#[rstest]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/f.tar.gz --dest-dir . -- pyflyte-execute",
+    "/tmp/rayshare-jobs",
+    true
+)]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/f.tar.gz --dest-dir . -- pyflyte-execute",
+    "",
+    false
+)]
+#[case("python /app/main.py", "/tmp/rayshare-jobs", false)]
+fn fast_registered_entrypoints_get_their_own_directory(
+    #[case] entrypoint: &str,
+    #[case] root: &str,
+    #[case] moved: bool,
+) {
+    let mut job = sample("a");
+    job["spec"]["entrypoint"] = json!(entrypoint);
+    let cfg = SharedClusters {
+        job_workdir_root: root.into(),
+        ..SharedClusters::default()
+    };
+    let Plan::Rewrite(r) = plan(&job, "ns", &cfg, "x", "uid-1").unwrap() else {
+        panic!()
+    };
+    let now = r.job["spec"]["entrypoint"].as_str().unwrap();
+    assert_eq!(
+        now.starts_with("mkdir -p /tmp/rayshare-jobs/uid-1 && "),
+        moved
+    );
+    assert!(now.ends_with(entrypoint));
+    // Where a job runs is not part of its cluster's identity.
+    assert_eq!(r.name, rewrite(&sample("a")).name);
 }

@@ -1,0 +1,198 @@
+//! A job's life on a shared cluster ends with its RayJob (pure).
+//!
+//! With an embedded cluster, deleting a RayJob deletes its cluster and the Ray job dies
+//! with it; on a shared cluster nothing would stop it (Flyte clears KubeRay's stop-job
+//! finalizer when it aborts a run). So admission ties each rewritten job's Ray
+//! submission to its RayJob with a token, the admission request's uid: a label on the
+//! RayJob and an env var in its runtime env (KubeRay does not pass `spec.metadata` to Ray
+//! for a job that selects a cluster, but it always passes the runtime env, and Ray lists
+//! it with the job). A submission is stopped only when no live RayJob carries its token,
+//! or that RayJob is over on KubeRay's side.
+
+use serde_json::Value;
+
+use crate::domain::labels;
+use crate::domain::labels::Meta;
+
+/// Runtime-env variable naming the admission that made a Ray submission (reserved:
+/// rayshare sets it even over a copied value, which would point at another RayJob).
+pub const TOKEN_ENV: &str = "RAYSHARE_ADMISSION_UID";
+/// Label on the rewritten RayJob with the same token.
+pub const TOKEN_LABEL: &str = labels::ADMISSION_UID;
+
+/// KubeRay's default dashboard port and the head container port name it looks for.
+pub const DASHBOARD_PORT: u16 = 8265;
+const DASHBOARD_PORT_NAME: &str = "dashboard";
+
+/// The token for a job admitted by request `uid`, when it can be a label value.
+pub fn token(request_uid: &str) -> Option<&str> {
+    labels::is_label_value(request_uid).then_some(request_uid)
+}
+
+/// Flyte's fast-registered entrypoints download the task's code into the current
+/// directory (flytekit `pyflyte-fast-execute --dest-dir .`, flyte v2 `--tgz|--pkl ...
+/// --dest .`). Every driver on a Ray head starts in the same directory, so two such
+/// jobs on one shared cluster would overwrite each other's code.
+pub fn downloads_code_into_cwd(entrypoint: &str) -> bool {
+    let words: Vec<&str> = entrypoint.split_whitespace().collect();
+    let relative = |flag: &str| {
+        let value = words
+            .iter()
+            .position(|w| *w == flag)
+            .map(|i| words.get(i + 1));
+        match value {
+            None => true,
+            Some(v) => v.is_none_or(|v| !v.starts_with('/')),
+        }
+    };
+    let v1 = words.iter().any(|w| w.ends_with("pyflyte-fast-execute"));
+    let v2 = words.iter().any(|w| *w == "--tgz" || *w == "--pkl");
+    (v1 && relative("--dest-dir")) || (v2 && relative("--dest"))
+}
+
+/// The entrypoint run in a directory of its own (`<root>/<token>`, removed when the
+/// driver's shell exits), with that directory first on the Python path the way the
+/// pod's working directory was.
+pub fn in_own_directory(entrypoint: &str, root: &str, token: &str) -> String {
+    let dir = format!("{}/{token}", root.trim_end_matches('/'));
+    format!(
+        "mkdir -p {dir} && cd {dir} || exit 1; trap 'cd / && rm -rf {dir}' EXIT; \
+         export PYTHONPATH=\"{dir}${{PYTHONPATH:+:$PYTHONPATH}}\"; {entrypoint}"
+    )
+}
+
+/// A Ray job as the dashboard's job API lists it (`GET /api/jobs/`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submission {
+    pub id: String,
+    pub status: String,
+    pub token: Option<String>,
+}
+
+impl Submission {
+    /// Still able to run (PENDING or RUNNING); the others are over.
+    pub fn active(&self) -> bool {
+        self.status == "PENDING" || self.status == "RUNNING"
+    }
+}
+
+/// The submissions of a job list answer; entries without a submission id (drivers run
+/// by hand with `ray.init`) cannot be stopped through the job API and are left out.
+pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
+    let jobs = body.as_array().ok_or("the job list is not a JSON array")?;
+    Ok(jobs
+        .iter()
+        .filter_map(|job| {
+            let id = job["submission_id"].as_str()?;
+            Some(Submission {
+                id: id.to_string(),
+                status: job["status"].as_str().unwrap_or_default().to_string(),
+                token: job["runtime_env"]["env_vars"][TOKEN_ENV]
+                    .as_str()
+                    .map(str::to_string),
+            })
+        })
+        .collect())
+}
+
+/// What the API server says of the RayJob a submission's token names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owner {
+    /// No RayJob carries the token (deleted, finalizers and all).
+    Gone,
+    /// The RayJob, as stored.
+    Present(Value),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Over already, or its RayJob still wants it.
+    Leave,
+    /// Not a submission of a RayJob rayshare rewrote: never touched.
+    Unattributed,
+    Stop(StopReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Its RayJob is gone, or being deleted.
+    Deleted,
+    /// Its RayJob is over on KubeRay's side (failed, deadline exceeded, complete).
+    Finished,
+    /// Its RayJob now runs a newer submission (a KubeRay retry).
+    Superseded,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deleted => "rayjob_deleted",
+            Self::Finished => "rayjob_finished",
+            Self::Superseded => "superseded",
+        }
+    }
+}
+
+/// Whether to stop `sub`, given what is known of the RayJob its token names.
+pub fn verdict(sub: &Submission, owner: &Owner) -> Verdict {
+    if sub.token.is_none() {
+        return Verdict::Unattributed;
+    }
+    if !sub.active() {
+        return Verdict::Leave;
+    }
+    let job = match owner {
+        Owner::Gone => return Verdict::Stop(StopReason::Deleted),
+        Owner::Present(job) => job,
+    };
+    if job["metadata"]["deletionTimestamp"].is_string() {
+        return Verdict::Stop(StopReason::Deleted);
+    }
+    if crate::domain::reclaim::is_terminal(job) {
+        return Verdict::Stop(StopReason::Finished);
+    }
+    match job["status"]["jobId"].as_str() {
+        Some(current) if !current.is_empty() && current != sub.id => {
+            Verdict::Stop(StopReason::Superseded)
+        }
+        _ => Verdict::Leave,
+    }
+}
+
+/// The token of a stored RayJob, if rayshare tied it to its submission.
+pub fn job_token(job: &Value) -> Option<&str> {
+    labels::get(job, Meta::Labels, TOKEN_LABEL)
+}
+
+/// The dashboard address of a RayCluster: `template` with `{service}` (KubeRay's head
+/// service: `spec.headGroupSpec.headService.metadata.name`, else `<name>-head-svc`),
+/// `{namespace}`, `{cluster}` and `{port}` (the head container's port named
+/// `dashboard`, else 8265) filled in.
+pub fn dashboard_url(template: &str, cluster: &Value) -> Option<String> {
+    let name = cluster["metadata"]["name"].as_str()?;
+    let namespace = cluster["metadata"]["namespace"].as_str()?;
+    let head = &cluster["spec"]["headGroupSpec"];
+    let service = head["headService"]["metadata"]["name"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map_or_else(|| format!("{name}-head-svc"), str::to_string);
+    let port = head["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == DASHBOARD_PORT_NAME)
+        .and_then(|p| p["containerPort"].as_u64())
+        .unwrap_or(u64::from(DASHBOARD_PORT));
+    Some(
+        template
+            .replace("{service}", &service)
+            .replace("{namespace}", namespace)
+            .replace("{cluster}", name)
+            .replace("{port}", &port.to_string())
+            .trim_end_matches('/')
+            .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

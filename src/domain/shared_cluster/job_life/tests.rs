@@ -1,0 +1,186 @@
+use rstest::rstest;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn sub(status: &str, token: Option<&str>) -> Submission {
+    Submission {
+        id: "job-a-x1".into(),
+        status: status.into(),
+        token: token.map(str::to_string),
+    }
+}
+
+fn job(status: Value, deleting: bool) -> Owner {
+    let mut j = json!({ "metadata": { "name": "a" }, "status": status });
+    if deleting {
+        j["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    Owner::Present(j)
+}
+
+#[rstest]
+#[case::foreign_job(sub("RUNNING", None), Owner::Gone, Verdict::Unattributed)]
+#[case::foreign_and_over(sub("SUCCEEDED", None), Owner::Gone, Verdict::Unattributed)]
+#[case::deleted(
+    sub("RUNNING", Some("t")),
+    Owner::Gone,
+    Verdict::Stop(StopReason::Deleted)
+)]
+#[case::deleted_pending(
+    sub("PENDING", Some("t")),
+    Owner::Gone,
+    Verdict::Stop(StopReason::Deleted)
+)]
+#[case::deleted_but_over(sub("STOPPED", Some("t")), Owner::Gone, Verdict::Leave)]
+#[case::deleted_and_failed(sub("FAILED", Some("t")), Owner::Gone, Verdict::Leave)]
+#[case::being_deleted(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Running"}), true),
+    Verdict::Stop(StopReason::Deleted)
+)]
+#[case::running(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Running", "jobId": "job-a-x1"}), false),
+    Verdict::Leave
+)]
+#[case::not_started_yet(sub("PENDING", Some("t")), job(json!({}), false), Verdict::Leave)]
+#[case::failed_on_kuberay(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded"}), false),
+    Verdict::Stop(StopReason::Finished)
+)]
+#[case::complete(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Complete"}), false),
+    Verdict::Stop(StopReason::Finished)
+)]
+#[case::retried(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Running", "jobId": "job-a-y2"}), false),
+    Verdict::Stop(StopReason::Superseded)
+)]
+#[case::retrying(
+    sub("RUNNING", Some("t")),
+    job(json!({"jobDeploymentStatus": "Retrying", "jobId": ""}), false),
+    Verdict::Leave
+)]
+fn verdicts(#[case] s: Submission, #[case] owner: Owner, #[case] expected: Verdict) {
+    assert_eq!(verdict(&s, &owner), expected);
+}
+
+#[test]
+fn parses_the_dashboards_job_list() {
+    // Shapes as Ray 2.x's `GET /api/jobs/` answers (JobDetails).
+    let body = json!([
+        {"type": "SUBMISSION", "submission_id": "a-1", "status": "RUNNING",
+         "runtime_env": {"env_vars": {TOKEN_ENV: "uid-a", "RUN_NAME": "r1"}}, "metadata": {}},
+        {"type": "SUBMISSION", "submission_id": "b-1", "status": "SUCCEEDED", "runtime_env": {}},
+        {"type": "SUBMISSION", "submission_id": "c-1", "status": "PENDING", "runtime_env": null},
+        {"type": "DRIVER", "submission_id": null, "status": "RUNNING", "job_id": "01000000"},
+    ]);
+    let subs = parse_submissions(&body).unwrap();
+    assert_eq!(
+        subs,
+        vec![
+            Submission {
+                id: "a-1".into(),
+                status: "RUNNING".into(),
+                token: Some("uid-a".into())
+            },
+            Submission {
+                id: "b-1".into(),
+                status: "SUCCEEDED".into(),
+                token: None
+            },
+            Submission {
+                id: "c-1".into(),
+                status: "PENDING".into(),
+                token: None
+            },
+        ]
+    );
+    assert!(parse_submissions(&json!({"jobs": []})).is_err());
+}
+
+#[rstest]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/x.tar.gz --dest-dir . -- pyflyte-execute --inputs s3://i",
+    true
+)]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/x.tar.gz -- pyflyte-execute",
+    true
+)]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/x.tar.gz --dest-dir code -- pyflyte-execute",
+    true
+)]
+#[case(
+    "pyflyte-fast-execute --additional-distribution s3://b/x.tar.gz --dest-dir /opt/code -- pyflyte-execute",
+    false
+)]
+#[case("/usr/bin/pyflyte-fast-execute --dest-dir . -- pyflyte-execute", true)]
+#[case(
+    "a0 --inputs s3://i --outputs-path s3://o --version v1 --tgz s3://b/c.tgz --dest . --resolver r mod m",
+    true
+)]
+#[case("a0 --inputs s3://i --pkl s3://b/c.pkl --dest ./ --resolver r", true)]
+#[case(
+    "a0 --inputs s3://i --tgz s3://b/c.tgz --dest /root --resolver r",
+    false
+)]
+#[case(
+    "a0 --inputs s3://i --outputs-path s3://o --resolver r mod ray_example instance ray_task",
+    false
+)]
+#[case("pyflyte-execute --inputs s3://i --resolver r -- task-module m", false)]
+#[case("python train.py --epochs 3", false)]
+#[case("", false)]
+fn finds_entrypoints_that_download_into_cwd(#[case] entrypoint: &str, #[case] expected: bool) {
+    assert_eq!(downloads_code_into_cwd(entrypoint), expected);
+}
+
+#[test]
+fn own_directory_wraps_the_entrypoint() {
+    let e = in_own_directory("a0 --tgz s3://x --dest .", "/tmp/rayshare-jobs/", "uid-1");
+    assert_eq!(
+        e,
+        "mkdir -p /tmp/rayshare-jobs/uid-1 && cd /tmp/rayshare-jobs/uid-1 || exit 1; \
+         trap 'cd / && rm -rf /tmp/rayshare-jobs/uid-1' EXIT; \
+         export PYTHONPATH=\"/tmp/rayshare-jobs/uid-1${PYTHONPATH:+:$PYTHONPATH}\"; \
+         a0 --tgz s3://x --dest ."
+    );
+}
+
+#[rstest]
+#[case(
+    "3f1c2b6e-7a8d-4e1f-9b0a-2c4d6e8f0a1b",
+    Some("3f1c2b6e-7a8d-4e1f-9b0a-2c4d6e8f0a1b")
+)]
+#[case("", None)]
+#[case("a b", None)]
+#[case("-x", None)]
+fn tokens_are_label_values(#[case] uid: &str, #[case] expected: Option<&str>) {
+    assert_eq!(token(uid), expected);
+}
+
+#[rstest]
+#[case::default_service(json!({}), "http://c1-head-svc.team.svc:8265")]
+#[case::named_service(
+    json!({"headGroupSpec": {"headService": {"metadata": {"name": "my-head"}}}}),
+    "http://my-head.team.svc:8265"
+)]
+#[case::dashboard_port(
+    json!({"headGroupSpec": {"template": {"spec": {"containers": [
+        {"ports": [{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 9000}]}
+    ]}}}}),
+    "http://c1-head-svc.team.svc:9000"
+)]
+fn dashboard_addresses(#[case] spec: Value, #[case] expected: &str) {
+    let cluster = json!({"metadata": {"name": "c1", "namespace": "team"}, "spec": spec});
+    let url = dashboard_url("http://{service}.{namespace}.svc:{port}", &cluster);
+    assert_eq!(url.as_deref(), Some(expected));
+    let fixed = dashboard_url("http://127.0.0.1:8265/", &cluster);
+    assert_eq!(fixed.as_deref(), Some("http://127.0.0.1:8265"));
+}
