@@ -119,6 +119,7 @@ impl App {
                 tasks.push(reconcile::group_provision::spawn(world.clone(), c, m, w));
             }
             tasks.extend(reconcile::spawn_all(
+                world.clone(),
                 background_client,
                 config.clone(),
                 metrics.clone(),
@@ -127,6 +128,7 @@ impl App {
                     identity,
                     lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
                 },
+                wakeups.stops,
             ));
             let files = CertFiles {
                 cert: args.tls_cert.clone(),

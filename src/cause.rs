@@ -36,6 +36,9 @@ pub enum Cause {
     ReconcileDelete,
     LeaderElection,
     CertReload,
+    // A shared cluster's Ray dashboard.
+    Dashboard,
+    RayJobStop,
 }
 
 impl Cause {
@@ -68,6 +71,8 @@ impl Cause {
             Self::ReconcileDelete => "reconcile_delete",
             Self::LeaderElection => "leader_election",
             Self::CertReload => "cert_reload",
+            Self::Dashboard => "dashboard",
+            Self::RayJobStop => "ray_job_stop",
         }
     }
 }

@@ -38,6 +38,11 @@ pub struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
     pub namespace: String,
     pub cluster: String,
@@ -60,6 +65,8 @@ pub struct Metrics {
     pub in_flight: Gauge,
     pub shared_clusters: Family<StateLabel, Gauge>,
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
+    pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
+    pub ray_jobs_unattributed: Family<ClusterLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -152,8 +159,22 @@ impl Default for Metrics {
             "Active RayJobs per shared RayCluster, as of the last reclaim pass",
             cluster_jobs.clone(),
         );
+        let ray_jobs_stopped = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "ray_jobs_stopped",
+            "Ray jobs stopped on shared clusters because their RayJob was deleted, finished or superseded",
+            ray_jobs_stopped.clone(),
+        );
+        let ray_jobs_unattributed = Family::<ClusterLabels, Gauge>::default();
+        registry.register(
+            "ray_jobs_unattributed",
+            "Running Ray jobs on a shared cluster that no RayJob rewritten by rayshare submitted (never stopped), as of the last look",
+            ray_jobs_unattributed.clone(),
+        );
         Self {
             registry,
+            ray_jobs_stopped,
+            ray_jobs_unattributed,
             shared_clusters,
             cluster_jobs,
             requests,

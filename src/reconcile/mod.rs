@@ -7,6 +7,7 @@ pub(crate) mod index_claims;
 pub(crate) mod leader;
 pub(crate) mod pod_groups;
 pub(crate) mod provision;
+pub(crate) mod stop_jobs;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use kube::core::ApiResource;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
+use crate::world::kube::KubeWorld;
 pub use crate::world::kube::calls::{age, since};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
@@ -142,13 +144,17 @@ pub async fn delete_exact(
 
 /// Runs the enabled reconcilers, each in its own task on its own schedule, a pass only
 /// while this replica leads (one task holds the lease). Aborting the handles stops them
-/// (at shutdown, so a draining replica no longer acts as leader).
+/// (at shutdown, so a draining replica no longer acts as leader). `stops` wakes the job
+/// stopper (`None`: it does not run).
 pub fn spawn_all(
+    world: Arc<KubeWorld>,
     client: Client,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     election: Election,
+    stops: Option<tokio::sync::mpsc::UnboundedReceiver<Key>>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let stops = stops.filter(|_| config.shared_clusters.stop_jobs.enabled);
     let every = |enabled: bool, secs: u64| enabled.then(|| Duration::from_secs(secs.max(1)));
     let schedules = [
         every(
@@ -164,7 +170,7 @@ pub fn spawn_all(
             config.reclaim.interval_seconds,
         ),
     ];
-    if schedules.iter().all(Option::is_none) {
+    if schedules.iter().all(Option::is_none) && stops.is_none() {
         return vec![];
     }
     let (leading_tx, leading) = tokio::sync::watch::channel(false);
@@ -174,6 +180,17 @@ pub fn spawn_all(
         leading_tx,
         metrics.clone(),
     ))];
+    if let Some(stops) = stops {
+        let (c, m) = (config.clone(), metrics.clone());
+        tasks.push(stop_jobs::spawn(
+            world,
+            client.clone(),
+            c,
+            m,
+            stops,
+            leading.clone(),
+        ));
+    }
     for (which, interval) in schedules.into_iter().enumerate() {
         let Some(interval) = interval else { continue };
         let (client, config, metrics) = (client.clone(), config.clone(), metrics.clone());

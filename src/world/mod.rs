@@ -15,6 +15,7 @@ use crate::domain::indices::{self, Slot};
 use crate::domain::labels::Meta;
 
 pub mod kube;
+pub mod ray;
 
 pub use crate::domain::cluster::ClusterInfo;
 

@@ -51,14 +51,19 @@ pub fn downloads_code_into_cwd(entrypoint: &str) -> bool {
 }
 
 /// The entrypoint run in a directory of its own (`<root>/<token>`, removed when the
-/// driver's shell exits), with that directory first on the Python path the way the
-/// pod's working directory was.
+/// driver ends or is stopped), with that directory first on the Python path the way the
+/// pod's working directory was. One quoted `sh -c` word: KubeRay's submitter pastes the
+/// entrypoint unquoted into a bash command line, where a bare `&&` or `;` would run on
+/// the submitter instead of the head. (`root` and `token` hold no shell metacharacters:
+/// config validation and [`token`].)
 pub fn in_own_directory(entrypoint: &str, root: &str, token: &str) -> String {
     let dir = format!("{}/{token}", root.trim_end_matches('/'));
-    format!(
-        "mkdir -p {dir} && cd {dir} || exit 1; trap 'cd / && rm -rf {dir}' EXIT; \
-         export PYTHONPATH=\"{dir}${{PYTHONPATH:+:$PYTHONPATH}}\"; {entrypoint}"
-    )
+    let script = format!(
+        "mkdir -p {dir} && cd {dir} || exit 1; trap \"cd / && rm -rf {dir}\" EXIT; \
+         trap \"exit 143\" TERM INT; export PYTHONPATH=\"{dir}${{PYTHONPATH:+:$PYTHONPATH}}\"; \
+         {entrypoint}"
+    );
+    format!("sh -c '{}'", script.replace('\'', r"'\''"))
 }
 
 /// A Ray job as the dashboard's job API lists it (`GET /api/jobs/`).

@@ -47,6 +47,7 @@ impl KubeWorld {
         let need_namespaces = config.pod_groups.enabled;
 
         let wakeups = tokio::sync::mpsc::unbounded_channel();
+        let stop_wakeups = tokio::sync::mpsc::unbounded_channel();
         let pod_wakeups = tokio::sync::mpsc::unbounded_channel();
         let pods = config.pod_groups.enabled.then(|| {
             let api: Api<Pod> = Api::all(watch_client.clone());
@@ -81,20 +82,7 @@ impl KubeWorld {
             let reader = writer.as_reader();
             let stream = watcher(api, watcher::Config::default().any_semantic())
                 .default_backoff()
-                .modify(|o: &mut DynamicObject| {
-                    // Only identity, labels, annotations and worker groups are read.
-                    o.managed_fields_mut().clear();
-                    o.annotations_mut()
-                        .remove("kubectl.kubernetes.io/last-applied-configuration");
-                    if let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) {
-                        spec.retain(|k, _| k == "workerGroupSpecs");
-                        for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
-                            if let Some(g) = g.as_object_mut() {
-                                g.retain(|k, _| k == "groupName" || k == "numOfHosts");
-                            }
-                        }
-                    }
-                })
+                .modify(slim_cluster)
                 .reflect(writer)
                 .inspect_ok({
                     let wake = wakeups.0.clone();
@@ -138,7 +126,7 @@ impl KubeWorld {
                 .any_semantic();
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
-            let (feed, wake) = (index.clone(), wakeups.0.clone());
+            let (feed, wake, stop) = (index.clone(), wakeups.0.clone(), stop_wakeups.0.clone());
             let stream = watcher(api, selector)
                 .default_backoff()
                 .modify(slim_job)
@@ -148,6 +136,15 @@ impl KubeWorld {
                         && let Some(key) = JobIndex::selected(job)
                     {
                         let _ = wake.send(key);
+                    }
+                    // A job deleted or over: its Ray job may still run on the cluster.
+                    let over = match event {
+                        watcher::Event::Delete(job) => Some(job),
+                        watcher::Event::Apply(job) if JobIndex::is_over(job) => Some(job),
+                        _ => None,
+                    };
+                    if let Some(key) = over.and_then(JobIndex::selected) {
+                        let _ = stop.send(key);
                     }
                     feed.apply(event.clone());
                 });
@@ -166,6 +163,7 @@ impl KubeWorld {
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),
             pods: config.pod_groups.enabled.then_some(pod_wakeups.1),
+            stops: config.shared_clusters.enabled.then_some(stop_wakeups.1),
         };
         let stores = (world.clusters.clone(), world.namespaces.clone());
         tokio::spawn(async move {
@@ -191,6 +189,31 @@ fn slim_job(job: &mut DynamicObject) {
         spec.retain(|k, _| k == "clusterSelector");
     }
     if let Some(status) = job.data.get_mut("status").and_then(Value::as_object_mut) {
-        status.retain(|k, _| k == "jobDeploymentStatus" || k == "endTime");
+        status.retain(|k, _| k == "jobDeploymentStatus" || k == "endTime" || k == "jobId");
+    }
+}
+
+/// Keeps what admission, the indices and the job stopper read of a RayCluster: identity,
+/// labels, annotations, worker groups' names and hosts, the head's service name and ports.
+fn slim_cluster(o: &mut DynamicObject) {
+    o.managed_fields_mut().clear();
+    o.annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
+    let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.retain(|k, _| k == "workerGroupSpecs" || k == "headGroupSpec");
+    for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
+        if let Some(g) = g.as_object_mut() {
+            g.retain(|k, _| k == "groupName" || k == "numOfHosts");
+        }
+    }
+    if let Some(head) = spec.get_mut("headGroupSpec") {
+        let service = head.pointer("/headService/metadata/name").cloned();
+        let ports = head.pointer("/template/spec/containers/0/ports").cloned();
+        *head = serde_json::json!({
+            "headService": { "metadata": { "name": service } },
+            "template": { "spec": { "containers": [{ "ports": ports }] } },
+        });
     }
 }

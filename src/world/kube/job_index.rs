@@ -61,6 +61,12 @@ impl JobIndex {
         Some(((job.namespace()?, job.name_any()), cluster.to_string()))
     }
 
+    /// Deleting, or over on KubeRay's side.
+    pub(super) fn is_over(job: &DynamicObject) -> bool {
+        job.metadata.deletion_timestamp.is_some()
+            || serde_json::to_value(job).is_ok_and(|v| crate::domain::reclaim::is_terminal(&v))
+    }
+
     /// The (namespace, cluster) a rewritten job selects.
     pub(super) fn selected(job: &DynamicObject) -> Option<(String, String)> {
         let cluster = job.data["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;

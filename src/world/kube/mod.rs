@@ -44,6 +44,8 @@ pub struct KubeWorld {
 pub struct Wakeups {
     pub clusters: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
     pub pods: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
+    /// Shared clusters one of whose jobs was deleted or ended (for the job stopper).
+    pub stops: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
 }
 
 impl KubeWorld {
@@ -68,6 +70,22 @@ impl KubeWorld {
         self.pods
             .as_ref()?
             .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// This installation's shared clusters, as the cache has them.
+    pub fn shared_clusters(&self, instance: &str) -> Vec<Arc<DynamicObject>> {
+        let Some(store) = &self.clusters else {
+            return vec![];
+        };
+        store
+            .state()
+            .into_iter()
+            .filter(|c| {
+                let l = c.labels();
+                l.contains_key(labels::SHARED_CLUSTER)
+                    && l.get(labels::INSTANCE).map(String::as_str) == Some(instance)
+            })
+            .collect()
     }
 
     /// A RayCluster as the cache has it.

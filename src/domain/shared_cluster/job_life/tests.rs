@@ -142,15 +142,10 @@ fn finds_entrypoints_that_download_into_cwd(#[case] entrypoint: &str, #[case] ex
 }
 
 #[test]
-fn own_directory_wraps_the_entrypoint() {
-    let e = in_own_directory("a0 --tgz s3://x --dest .", "/tmp/rayshare-jobs/", "uid-1");
-    assert_eq!(
-        e,
-        "mkdir -p /tmp/rayshare-jobs/uid-1 && cd /tmp/rayshare-jobs/uid-1 || exit 1; \
-         trap 'cd / && rm -rf /tmp/rayshare-jobs/uid-1' EXIT; \
-         export PYTHONPATH=\"/tmp/rayshare-jobs/uid-1${PYTHONPATH:+:$PYTHONPATH}\"; \
-         a0 --tgz s3://x --dest ."
-    );
+fn own_directory_wraps_the_entrypoint_in_one_shell_word() {
+    let e = in_own_directory("a0 --dest . --name 'x y'", "/tmp/rayshare-jobs/", "uid-1");
+    let expected = r#"sh -c 'mkdir -p /tmp/rayshare-jobs/uid-1 && cd /tmp/rayshare-jobs/uid-1 || exit 1; trap "cd / && rm -rf /tmp/rayshare-jobs/uid-1" EXIT; trap "exit 143" TERM INT; export PYTHONPATH="/tmp/rayshare-jobs/uid-1${PYTHONPATH:+:$PYTHONPATH}"; a0 --dest . --name '\''x y'\'''"#;
+    assert_eq!(e, expected);
 }
 
 #[rstest]

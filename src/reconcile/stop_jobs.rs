@@ -1,0 +1,227 @@
+//! Stops the Ray jobs of RayJobs that are gone or over, on this installation's shared
+//! clusters (leader only). See `domain::shared_cluster::job_life` for the rule.
+//!
+//! A deletion or end seen on the RayJob watch wakes a look at that job's cluster at once;
+//! every cluster is looked at on each resync and when this replica becomes leader, so a
+//! deletion missed while rayshare was down is still caught. A stop always follows a
+//! fresh read of the RayJob from the API server, never the cache alone.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::Value;
+
+use super::Key;
+use crate::cause::Cause;
+use crate::config::Config;
+use crate::domain::shared_cluster::job_life::{self, Owner, StopReason, Submission, Verdict};
+use crate::metrics::{KindLabel, Metrics};
+use crate::world::kube::{KubeWorld, ray_job_resource};
+use crate::world::ray::Dashboard;
+
+/// Longest wait before a dashboard that failed is asked again.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+pub fn spawn(
+    world: Arc<KubeWorld>,
+    client: kube::Client,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    mut wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
+    mut leading: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let cfg = &config.shared_clusters.stop_jobs;
+        let dashboard = Dashboard::new(Duration::from_millis(cfg.timeout_ms));
+        let mut resync = super::resync_every(Duration::from_secs(cfg.interval_seconds));
+        let mut backoff = Backoff::default();
+        let all = || -> BTreeSet<Key> {
+            world
+                .shared_clusters(&config.instance)
+                .iter()
+                .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
+                .collect()
+        };
+        loop {
+            let keys = tokio::select! {
+                keys = super::next_keys(&mut wakeups, &mut resync, || all().into_iter().collect()) => {
+                    match keys { Some(k) => k, None => return }
+                }
+                // Newly leading: look everywhere now, not at the next resync.
+                changed = leading.changed() => {
+                    if changed.is_err() { return }
+                    all()
+                }
+            };
+            if !*leading.borrow() {
+                continue;
+            }
+            for key in keys {
+                if backoff.waiting(&key) {
+                    continue;
+                }
+                let look = Look {
+                    world: &world,
+                    client: &client,
+                    config: &config,
+                    metrics: &metrics,
+                    dashboard: &dashboard,
+                };
+                match look.cluster(&key).await {
+                    Ok(()) => backoff.clear(&key),
+                    Err(e) => {
+                        let wait = backoff.failed(&key);
+                        tracing::warn!(namespace = %key.0, cluster = %key.1, error = %e, retry_in = ?wait, "cannot read the shared cluster's Ray jobs");
+                        metrics.error(Cause::Dashboard);
+                    }
+                }
+            }
+            metrics
+                .reconcile_passes
+                .get_or_create(&KindLabel { kind: "RayJobStop" })
+                .inc();
+        }
+    })
+}
+
+struct Look<'a> {
+    world: &'a KubeWorld,
+    client: &'a kube::Client,
+    config: &'a Config,
+    metrics: &'a Metrics,
+    dashboard: &'a Dashboard,
+}
+
+impl Look<'_> {
+    /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
+    async fn cluster(&self, (ns, name): &Key) -> Result<(), crate::world::ray::DashboardError> {
+        let Some(cluster) = self.world.cached_cluster(ns, name) else {
+            return Ok(());
+        };
+        let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
+        let template = &self.config.shared_clusters.stop_jobs.dashboard_url;
+        let Some(base) = job_life::dashboard_url(template, &cluster) else {
+            return Ok(());
+        };
+        let submissions = self.dashboard.submissions(&base).await?;
+        // The stored jobs of this namespace by token, as the watch knows them.
+        let known: HashMap<String, Value> = self
+            .world
+            .stored_jobs()
+            .iter()
+            .filter(|j| j.namespace().as_deref() == Some(ns))
+            .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
+            .filter_map(|j| Some((job_life::job_token(&j)?.to_string(), j)))
+            .collect();
+        let mut unattributed = 0;
+        for sub in submissions.iter().filter(|s| s.active()) {
+            let Some(token) = &sub.token else {
+                unattributed += 1;
+                continue;
+            };
+            let cached = known
+                .get(token)
+                .cloned()
+                .map_or(Owner::Gone, Owner::Present);
+            if !matches!(job_life::verdict(sub, &cached), Verdict::Stop(_)) {
+                continue;
+            }
+            // The cache may lag (a job just created): ask the API server before acting.
+            let owner = match self.owner(ns, token).await {
+                Ok(owner) => owner,
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, token, error = %e, "cannot read the RayJob of a Ray job; not stopping it");
+                    self.metrics.error(Cause::ReconcileList);
+                    continue;
+                }
+            };
+            if let Verdict::Stop(reason) = job_life::verdict(sub, &owner) {
+                self.stop(&base, (ns, name), sub, reason).await;
+            }
+        }
+        self.metrics
+            .ray_jobs_unattributed
+            .get_or_create(&crate::metrics::ClusterLabels {
+                namespace: ns.clone(),
+                cluster: name.clone(),
+            })
+            .set(unattributed);
+        Ok(())
+    }
+
+    async fn owner(&self, ns: &str, token: &str) -> Result<Owner, kube::Error> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
+        let params = ListParams::default().labels(&format!("{}={token}", job_life::TOKEN_LABEL));
+        let list = api.list(&params).await?;
+        Ok(match list.items.into_iter().next() {
+            None => Owner::Gone,
+            Some(job) => Owner::Present(serde_json::to_value(job).unwrap_or_default()),
+        })
+    }
+
+    async fn stop(
+        &self,
+        base: &str,
+        (ns, cluster): (&str, &str),
+        sub: &Submission,
+        why: StopReason,
+    ) {
+        let reason = why.as_str();
+        match self.dashboard.stop(base, &sub.id).await {
+            Ok(stopped) => {
+                tracing::info!(namespace = %ns, cluster, submission = %sub.id, reason, stopped, "stopped the Ray job of a RayJob that is gone or over");
+                if stopped {
+                    self.metrics
+                        .ray_jobs_stopped
+                        .get_or_create(&crate::metrics::ReasonLabel { reason })
+                        .inc();
+                }
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %ns, cluster, submission = %sub.id, reason, error = %e, "cannot stop a Ray job");
+                self.metrics.error(Cause::RayJobStop);
+            }
+        }
+    }
+}
+
+/// Per cluster: failures in a row and when to ask again (1 s, 2 s, 4 s, ... 5 min).
+#[derive(Default)]
+struct Backoff(HashMap<Key, (u32, Instant)>);
+
+impl Backoff {
+    fn waiting(&self, key: &Key) -> bool {
+        self.0.get(key).is_some_and(|(_, at)| Instant::now() < *at)
+    }
+
+    fn failed(&mut self, key: &Key) -> Duration {
+        let entry = self.0.entry(key.clone()).or_insert((0, Instant::now()));
+        let wait = Duration::from_secs(1u64 << entry.0.min(9)).min(MAX_BACKOFF);
+        *entry = (entry.0 + 1, Instant::now() + wait);
+        wait
+    }
+
+    fn clear(&mut self, key: &Key) {
+        self.0.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_five_minutes_and_clears() {
+        let mut b = Backoff::default();
+        let key = ("ns".to_string(), "c".to_string());
+        let waits: Vec<u64> = (0..12).map(|_| b.failed(&key).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        assert!(b.waiting(&key));
+        b.clear(&key);
+        assert!(!b.waiting(&key));
+    }
+}

@@ -1,0 +1,127 @@
+//! A shared cluster's Ray dashboard: the job API (`GET /api/jobs/`, `POST
+//! /api/jobs/<id>/stop`), each call bounded in time.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use crate::domain::shared_cluster::job_life::{self, Submission};
+
+/// Job lists of a busy head are large; anything past this is not a job list.
+const MAX_BODY: usize = 32 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error("dashboard {0} did not answer in time")]
+    Timeout(String),
+    #[error("dashboard {url}: {message}")]
+    Failed { url: String, message: String },
+}
+
+#[derive(Clone)]
+pub struct Dashboard {
+    client: Client<HttpConnector, Empty<Bytes>>,
+    timeout: Duration,
+}
+
+impl Dashboard {
+    pub fn new(timeout: Duration) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeout));
+        Self {
+            client: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(connector),
+            timeout,
+        }
+    }
+
+    /// The submissions on the dashboard at `base` (`http://host:port`).
+    pub async fn submissions(&self, base: &str) -> Result<Vec<Submission>, DashboardError> {
+        let url = format!("{base}/api/jobs/");
+        let body = self.call(hyper::Method::GET, &url).await?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
+        job_life::parse_submissions(&value).map_err(|e| failed(&url, e))
+    }
+
+    /// Stops submission `id`; `Ok(false)` when it was over already.
+    pub async fn stop(&self, base: &str, id: &str) -> Result<bool, DashboardError> {
+        let url = format!("{base}/api/jobs/{}/stop", path_segment(id));
+        let body = self.call(hyper::Method::POST, &url).await?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
+        Ok(value["stopped"] == true)
+    }
+
+    async fn call(&self, method: hyper::Method, url: &str) -> Result<Bytes, DashboardError> {
+        let request = hyper::Request::builder()
+            .method(method)
+            .uri(url)
+            .body(Empty::new())
+            .map_err(|e| failed(url, e))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| failed(url, e))?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), MAX_BODY)
+                .collect()
+                .await
+                .map_err(|e| failed(url, e))?
+                .to_bytes();
+            if !status.is_success() {
+                let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+                return Err(failed(url, format!("HTTP {status}: {text}")));
+            }
+            Ok(body)
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| DashboardError::Timeout(url.to_string()))?
+    }
+}
+
+fn failed(url: &str, e: impl std::fmt::Display) -> DashboardError {
+    DashboardError::Failed {
+        url: url.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// A submission id as one URL path segment (Ray accepts any string as an id).
+fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_one_path_segment() {
+        assert_eq!(path_segment("job-a_1.x"), "job-a_1.x");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_dashboard_is_an_error_not_a_hang() {
+        // Port 9 on loopback: nothing listens (refused at once) or it is filtered (the
+        // timeout ends it); either way an error within the bound.
+        let d = Dashboard::new(Duration::from_millis(500));
+        assert!(d.submissions("http://127.0.0.1:9").await.is_err());
+    }
+}
