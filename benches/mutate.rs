@@ -130,7 +130,10 @@ fn cases() -> Vec<Case> {
                     "team",
                     &cfg.shared_clusters,
                     &cfg.opt_out_annotation,
-                    "uid-1",
+                    shared_cluster::Admitter {
+                        instance: "rayshare",
+                        request_uid: "uid-1",
+                    },
                 );
                 assert!(matches!(plan, Ok(shared_cluster::Plan::Rewrite(_))));
             }),

@@ -30,7 +30,10 @@ impl<W: World> Work<'_, W> {
             &self.namespace,
             cfg,
             &self.cfg.opt_out_annotation,
-            &self.req.uid,
+            shared_cluster::Admitter {
+                instance: &self.cfg.instance,
+                request_uid: &self.req.uid,
+            },
         );
         let rewrite = match plan {
             Err(why) => {

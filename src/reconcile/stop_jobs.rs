@@ -24,6 +24,8 @@ use crate::world::ray::Dashboard;
 
 /// Longest wait before a dashboard that failed is asked again.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A Ray job still listed as running this long after its stop is stopped again.
+const STOPPING_FOR: Duration = Duration::from_secs(60);
 
 pub fn spawn(
     world: Arc<KubeWorld>,
@@ -38,6 +40,8 @@ pub fn spawn(
         let dashboard = Dashboard::new(Duration::from_millis(cfg.timeout_ms));
         let mut resync = super::resync_every(Duration::from_secs(cfg.interval_seconds));
         let mut backoff = Backoff::default();
+        // (submission id) -> when this replica asked it to stop.
+        let mut stopping: HashMap<String, Instant> = HashMap::new();
         let all = || -> BTreeSet<Key> {
             world
                 .shared_clusters(&config.instance)
@@ -59,6 +63,7 @@ pub fn spawn(
             if !*leading.borrow() {
                 continue;
             }
+            stopping.retain(|_, at| at.elapsed() < STOPPING_FOR);
             for key in keys {
                 if backoff.waiting(&key) {
                     continue;
@@ -70,7 +75,7 @@ pub fn spawn(
                     metrics: &metrics,
                     dashboard: &dashboard,
                 };
-                match look.cluster(&key).await {
+                match look.cluster(&key, &mut stopping).await {
                     Ok(()) => backoff.clear(&key),
                     Err(e) => {
                         let wait = backoff.failed(&key);
@@ -97,7 +102,11 @@ struct Look<'a> {
 
 impl Look<'_> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
-    async fn cluster(&self, (ns, name): &Key) -> Result<(), crate::world::ray::DashboardError> {
+    async fn cluster(
+        &self,
+        (ns, name): &Key,
+        stopping: &mut HashMap<String, Instant>,
+    ) -> Result<(), crate::world::ray::DashboardError> {
         let Some(cluster) = self.world.cached_cluster(ns, name) else {
             return Ok(());
         };
@@ -116,17 +125,27 @@ impl Look<'_> {
             .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
             .filter_map(|j| Some((job_life::job_token(&j)?.to_string(), j)))
             .collect();
+        let instance = &self.config.instance;
         let mut unattributed = 0;
-        for sub in submissions.iter().filter(|s| s.active()) {
-            let Some(token) = &sub.token else {
-                unattributed += 1;
-                continue;
+        // A stop takes a moment to show in the list: one request per submission.
+        let active: Vec<&Submission> = submissions
+            .iter()
+            .filter(|s| s.active() && !stopping.contains_key(&s.id))
+            .collect();
+        for sub in active {
+            let token = match &sub.tie {
+                Some((i, token)) if i == instance => token,
+                // Not made by this installation's rewrite: counted, never touched.
+                _ => {
+                    unattributed += 1;
+                    continue;
+                }
             };
             let cached = known
                 .get(token)
                 .cloned()
                 .map_or(Owner::Gone, Owner::Present);
-            if !matches!(job_life::verdict(sub, &cached), Verdict::Stop(_)) {
+            if !matches!(job_life::verdict(sub, &cached, instance), Verdict::Stop(_)) {
                 continue;
             }
             // The cache may lag (a job just created): ask the API server before acting.
@@ -138,8 +157,9 @@ impl Look<'_> {
                     continue;
                 }
             };
-            if let Verdict::Stop(reason) = job_life::verdict(sub, &owner) {
+            if let Verdict::Stop(reason) = job_life::verdict(sub, &owner, instance) {
                 self.stop(&base, (ns, name), sub, reason).await;
+                stopping.insert(sub.id.clone(), Instant::now());
             }
         }
         self.metrics

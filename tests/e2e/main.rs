@@ -5,6 +5,8 @@ mod chart;
 mod harness;
 mod indices;
 mod pod_groups;
+mod ray_head;
+mod ray_jobs;
 mod reclaim;
 mod security;
 mod shared_clusters;

@@ -34,7 +34,7 @@ fn rewrite(job: &Value) -> Rewrite {
         ns,
         &SharedClusters::default(),
         "rayshare.io/skip",
-        "uid-1",
+        super::tests_by(),
     )
     .unwrap()
     {

@@ -14,9 +14,10 @@ use serde_json::Value;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
-/// Runtime-env variable naming the admission that made a Ray submission (reserved:
-/// rayshare sets it even over a copied value, which would point at another RayJob).
-pub const TOKEN_ENV: &str = "RAYSHARE_ADMISSION_UID";
+/// Runtime-env variable naming the installation and the admission that made a Ray
+/// submission, `<instance>/<request uid>` (reserved: rayshare sets it even over a copied
+/// value, which would point at another RayJob).
+pub const TOKEN_ENV: &str = "RAYSHARE_ADMISSION";
 /// Label on the rewritten RayJob with the same token.
 pub const TOKEN_LABEL: &str = labels::ADMISSION_UID;
 
@@ -27,6 +28,11 @@ const DASHBOARD_PORT_NAME: &str = "dashboard";
 /// The token for a job admitted by request `uid`, when it can be a label value.
 pub fn token(request_uid: &str) -> Option<&str> {
     labels::is_label_value(request_uid).then_some(request_uid)
+}
+
+/// The value of [`TOKEN_ENV`] for a job that installation `instance` admitted.
+pub fn token_env(instance: &str, token: &str) -> String {
+    format!("{instance}/{token}")
 }
 
 /// Flyte's fast-registered entrypoints download the task's code into the current
@@ -71,7 +77,8 @@ pub fn in_own_directory(entrypoint: &str, root: &str, token: &str) -> String {
 pub struct Submission {
     pub id: String,
     pub status: String,
-    pub token: Option<String>,
+    /// (installation, token) from [`TOKEN_ENV`].
+    pub tie: Option<(String, String)>,
 }
 
 impl Submission {
@@ -92,9 +99,10 @@ pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
             Some(Submission {
                 id: id.to_string(),
                 status: job["status"].as_str().unwrap_or_default().to_string(),
-                token: job["runtime_env"]["env_vars"][TOKEN_ENV]
+                tie: job["runtime_env"]["env_vars"][TOKEN_ENV]
                     .as_str()
-                    .map(str::to_string),
+                    .and_then(|v| v.split_once('/'))
+                    .map(|(i, t)| (i.to_string(), t.to_string())),
             })
         })
         .collect())
@@ -138,9 +146,10 @@ impl StopReason {
     }
 }
 
-/// Whether to stop `sub`, given what is known of the RayJob its token names.
-pub fn verdict(sub: &Submission, owner: &Owner) -> Verdict {
-    if sub.token.is_none() {
+/// Whether installation `instance` stops `sub`, given what is known of the RayJob its
+/// token names. Another installation's submissions are not this one's to judge.
+pub fn verdict(sub: &Submission, owner: &Owner, instance: &str) -> Verdict {
+    if sub.tie.as_ref().is_none_or(|(i, _)| i != instance) {
         return Verdict::Unattributed;
     }
     if !sub.active() {

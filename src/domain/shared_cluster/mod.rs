@@ -71,15 +71,21 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
     None
 }
 
-/// Plans the rewrite of a RayJob CREATE admitted by request `request_uid`. `Err` means
-/// the object has a shape rayshare does not understand (the caller passes it unchanged
-/// with a warning).
+/// Who admits a job: the installation and the admission request.
+#[derive(Debug, Clone, Copy)]
+pub struct Admitter<'a> {
+    pub instance: &'a str,
+    pub request_uid: &'a str,
+}
+
+/// Plans the rewrite of a RayJob CREATE. `Err` means the object has a shape rayshare
+/// does not understand (the caller passes it unchanged with a warning).
 pub fn plan(
     job: &Value,
     namespace: &str,
     cfg: &SharedClusters,
     opt_out: &str,
-    request_uid: &str,
+    by: Admitter,
 ) -> Result<Plan, String> {
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
         return Err("RayJob has no spec object".into());
@@ -157,9 +163,14 @@ pub fn plan(
     );
     job_spec.insert("shutdownAfterJobFinishes".into(), json!(false));
     job_spec.insert("ttlSecondsAfterFinished".into(), json!(0));
-    let token = job_life::token(request_uid);
+    let token = job_life::token(by.request_uid);
     let reserved: Vec<(String, String)> = token
-        .map(|t| (job_life::TOKEN_ENV.to_string(), t.to_string()))
+        .map(|t| {
+            (
+                job_life::TOKEN_ENV.to_string(),
+                job_life::token_env(by.instance, t),
+            )
+        })
         .into_iter()
         .collect();
     if !carried.is_empty() || !reserved.is_empty() {
@@ -248,6 +259,14 @@ fn stand_in_spec(original: &Value, cfg: &SharedClusters) -> Option<Value> {
             "template": { "spec": { "containers": [{ "name": name, "image": image }] } },
         },
     }))
+}
+
+#[cfg(test)]
+fn tests_by() -> Admitter<'static> {
+    Admitter {
+        instance: "rayshare",
+        request_uid: "uid-1",
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,13 @@ mod tests {
 
     fn rewritten(index: u32) -> (Value, Value) {
         let cfg = SharedClusters::default();
-        let Ok(Plan::Rewrite(r)) = plan(&job(), "ns", &cfg, "rayshare.io/opt-out", "uid-1") else {
+        let Ok(Plan::Rewrite(r)) = plan(
+            &job(),
+            "ns",
+            &cfg,
+            "rayshare.io/opt-out",
+            super::super::tests_by(),
+        ) else {
             panic!("rewritten");
         };
         let r = r.pooled(index);

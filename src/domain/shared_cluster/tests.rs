@@ -19,7 +19,7 @@ fn rewrite(job: &Value) -> Rewrite {
         "ns",
         &SharedClusters::default(),
         "rayshare.io/skip",
-        "uid-1",
+        super::tests_by(),
     )
     .unwrap()
     {
@@ -176,7 +176,7 @@ fn blocked_jobs_are_skipped_with_a_reason(#[case] overlay: Value, #[case] reason
         "ns",
         &SharedClusters::default(),
         "rayshare.io/skip",
-        "uid-1",
+        super::tests_by(),
     )
     .unwrap()
     {
@@ -196,7 +196,7 @@ fn nothing_to_do_is_quiet(#[case] overlay: Value) {
         "ns",
         &SharedClusters::default(),
         "rayshare.io/skip",
-        "uid-1",
+        super::tests_by(),
     )
     .unwrap();
     assert_eq!(p, Plan::Skip(None));
@@ -210,7 +210,7 @@ fn the_rewritten_job_is_left_alone_on_reinvocation() {
         "ns",
         &SharedClusters::default(),
         "rayshare.io/skip",
-        "uid-1",
+        super::tests_by(),
     )
     .unwrap();
     assert_eq!(again, Plan::Skip(None));
@@ -233,7 +233,7 @@ fn odd_shapes_are_errors(#[case] job: Value) {
             "ns",
             &SharedClusters::default(),
             "rayshare.io/skip",
-            "uid-1"
+            super::tests_by()
         )
         .is_err()
     );
@@ -256,7 +256,7 @@ fn stand_in_spec_is_head_only_without_resources() {
         volcano_stand_in_spec: true,
         ..SharedClusters::default()
     };
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", "uid-1").unwrap() else {
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", super::tests_by()).unwrap() else {
         panic!()
     };
     let stand_in = &r.job["spec"]["rayClusterSpec"];
@@ -271,7 +271,7 @@ fn stand_in_spec_is_head_only_without_resources() {
 fn autoscaling_can_be_forced_on() {
     let mut cfg = SharedClusters::default();
     cfg.autoscaling.enabled = true;
-    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", "uid-1").unwrap() else {
+    let Plan::Rewrite(r) = plan(&sample("a"), "ns", &cfg, "x", super::tests_by()).unwrap() else {
         panic!()
     };
     assert_eq!(r.cluster["spec"]["enableInTreeAutoscaling"], json!(true));
@@ -289,16 +289,27 @@ fn autoscaling_can_be_forced_on() {
 #[case("not a label value", None)]
 fn jobs_carry_their_admission_token(#[case] uid: &str, #[case] token: Option<&str>) {
     let mut job = sample("a");
-    job["spec"]["runtimeEnvYAML"] = json!("env_vars:\n  RAYSHARE_ADMISSION_UID: copied\n");
+    job["spec"]["runtimeEnvYAML"] = json!("env_vars:\n  RAYSHARE_ADMISSION: copied\n");
     let cfg = SharedClusters::default();
-    let Plan::Rewrite(r) = plan(&job, "ns", &cfg, "x", uid).unwrap() else {
+    let Plan::Rewrite(r) = plan(
+        &job,
+        "ns",
+        &cfg,
+        "x",
+        Admitter {
+            instance: "rayshare",
+            request_uid: uid,
+        },
+    )
+    .unwrap() else {
         panic!()
     };
     assert_eq!(job_life::job_token(&r.job), token);
     let env: Value =
         serde_json::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
     let carried = env["env_vars"][job_life::TOKEN_ENV].as_str();
-    assert_eq!(carried, Some(token.unwrap_or("copied")));
+    let expected = token.map(|t| format!("rayshare/{t}"));
+    assert_eq!(carried, Some(expected.as_deref().unwrap_or("copied")));
     let replaced = r
         .warnings
         .iter()
@@ -329,7 +340,7 @@ fn fast_registered_entrypoints_get_their_own_directory(
         job_workdir_root: root.into(),
         ..SharedClusters::default()
     };
-    let Plan::Rewrite(r) = plan(&job, "ns", &cfg, "x", "uid-1").unwrap() else {
+    let Plan::Rewrite(r) = plan(&job, "ns", &cfg, "x", super::tests_by()).unwrap() else {
         panic!()
     };
     let now = r.job["spec"]["entrypoint"].as_str().unwrap();

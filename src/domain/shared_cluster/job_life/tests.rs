@@ -7,7 +7,7 @@ fn sub(status: &str, token: Option<&str>) -> Submission {
     Submission {
         id: "job-a-x1".into(),
         status: status.into(),
-        token: token.map(str::to_string),
+        tie: token.map(|t| ("rs".to_string(), t.to_string())),
     }
 }
 
@@ -66,7 +66,9 @@ fn job(status: Value, deleting: bool) -> Owner {
     Verdict::Leave
 )]
 fn verdicts(#[case] s: Submission, #[case] owner: Owner, #[case] expected: Verdict) {
-    assert_eq!(verdict(&s, &owner), expected);
+    assert_eq!(verdict(&s, &owner, "rs"), expected);
+    // Another installation's submission is never this one's to stop.
+    assert_eq!(verdict(&s, &owner, "other"), Verdict::Unattributed);
 }
 
 #[test]
@@ -74,30 +76,26 @@ fn parses_the_dashboards_job_list() {
     // Shapes as Ray 2.x's `GET /api/jobs/` answers (JobDetails).
     let body = json!([
         {"type": "SUBMISSION", "submission_id": "a-1", "status": "RUNNING",
-         "runtime_env": {"env_vars": {TOKEN_ENV: "uid-a", "RUN_NAME": "r1"}}, "metadata": {}},
+         "runtime_env": {"env_vars": {TOKEN_ENV: "rs/uid-a", "RUN_NAME": "r1"}}, "metadata": {}},
+        {"type": "SUBMISSION", "submission_id": "d-1", "status": "RUNNING",
+         "runtime_env": {"env_vars": {TOKEN_ENV: "no-instance"}}},
         {"type": "SUBMISSION", "submission_id": "b-1", "status": "SUCCEEDED", "runtime_env": {}},
         {"type": "SUBMISSION", "submission_id": "c-1", "status": "PENDING", "runtime_env": null},
         {"type": "DRIVER", "submission_id": null, "status": "RUNNING", "job_id": "01000000"},
     ]);
     let subs = parse_submissions(&body).unwrap();
+    let tie = |i: &str, t: &str| Some((i.to_string(), t.to_string()));
+    let got: Vec<_> = subs
+        .iter()
+        .map(|s| (s.id.as_str(), s.status.as_str(), s.tie.clone()))
+        .collect();
     assert_eq!(
-        subs,
+        got,
         vec![
-            Submission {
-                id: "a-1".into(),
-                status: "RUNNING".into(),
-                token: Some("uid-a".into())
-            },
-            Submission {
-                id: "b-1".into(),
-                status: "SUCCEEDED".into(),
-                token: None
-            },
-            Submission {
-                id: "c-1".into(),
-                status: "PENDING".into(),
-                token: None
-            },
+            ("a-1", "RUNNING", tie("rs", "uid-a")),
+            ("d-1", "RUNNING", None),
+            ("b-1", "SUCCEEDED", None),
+            ("c-1", "PENDING", None),
         ]
     );
     assert!(parse_submissions(&json!({"jobs": []})).is_err());

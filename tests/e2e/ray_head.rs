@@ -1,0 +1,162 @@
+//! A real Ray head (`ray[default]` from PyPI, tests/tools/install-ray.sh) on 127.0.0.1 with
+//! its dashboard: one per test binary, started by the first test that needs it and
+//! stopped when the test binary ends, however it ends (see [`supervised`]).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+pub struct RayHead {
+    _child: Child,
+    /// `http://127.0.0.1:<port>`
+    pub dashboard: String,
+    /// The virtualenv's bin directory (`ray`, `python`).
+    pub bin: PathBuf,
+    /// The head's working directory: where drivers start unless told otherwise.
+    pub cwd: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+pub static RAY_HEAD: LazyLock<RayHead> = LazyLock::new(RayHead::start);
+
+impl RayHead {
+    fn start() -> Self {
+        let bin = run_script(&repo().join("tests/tools/install-ray.sh"));
+        // Short: Ray's unix socket paths live under it (108-byte limit).
+        let dir = tempfile::Builder::new()
+            .prefix("rsray")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let (gcs, dashboard) = (free_port(), free_port());
+        let log = dir.path().join("head.log");
+        let child = supervised(bin.join("ray"))
+            .args(["start", "--head", "--block", "--disable-usage-stats"])
+            .arg(format!("--port={gcs}"))
+            .args(["--dashboard-host=127.0.0.1", "--include-dashboard=true"])
+            .arg(format!("--dashboard-port={dashboard}"))
+            .args(["--num-cpus=2", "--object-store-memory=100000000"])
+            .arg(format!("--temp-dir={}", dir.path().join("t").display()))
+            .current_dir(dir.path())
+            .env("RAY_USAGE_STATS_ENABLED", "0")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting the Ray head");
+        let head = Self {
+            _child: child,
+            dashboard: format!("http://127.0.0.1:{dashboard}"),
+            bin,
+            cwd: dir.path().to_path_buf(),
+            _dir: dir,
+        };
+        let started = Instant::now();
+        while get_blocking(dashboard, "/api/jobs/").is_none() {
+            if started.elapsed() > Duration::from_secs(120) {
+                panic!("the Ray head never served its dashboard:\n{}", tail(&log));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        head
+    }
+
+    /// Submits a job the way KubeRay's submitter does: `ray job submit` in a bash command
+    /// line with the entrypoint pasted in unquoted after `--`.
+    pub async fn submit(&self, id: &str, runtime_env_json: Option<&str>, entrypoint: &str) {
+        let renv = runtime_env_json
+            .map(|_| "--runtime-env-json \"$RUNTIME_ENV\"")
+            .unwrap_or_default();
+        let line = format!(
+            "{} job submit --address {} --submission-id {id} --no-wait {renv} -- {entrypoint}",
+            self.bin.join("ray").display(),
+            self.dashboard
+        );
+        // Until the head's job agent is up the dashboard answers "No available agent";
+        // KubeRay's submitter Job retries then too.
+        let started = Instant::now();
+        loop {
+            let out = tokio::process::Command::new("bash")
+                .args(["-c", &line])
+                .env("RUNTIME_ENV", runtime_env_json.unwrap_or_default())
+                .output()
+                .await
+                .unwrap();
+            if out.status.success() {
+                return;
+            }
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains("No available agent")
+                || started.elapsed() > Duration::from_secs(120)
+            {
+                panic!("ray job submit {id}: {stderr}");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    pub async fn job(&self, id: &str) -> Value {
+        reqwest::get(format!("{}/api/jobs/{id}", self.dashboard))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn status(&self, id: &str) -> String {
+        self.job(id).await["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub async fn logs(&self, id: &str) -> String {
+        let v: Value = reqwest::get(format!("{}/api/jobs/{id}/logs", self.dashboard))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["logs"].as_str().unwrap_or("").to_string()
+    }
+
+    /// Waits until submission `id` has status `status` (drivers start in seconds, but a
+    /// loaded CI machine runs many tests at once).
+    pub async fn wait_status(&self, id: &str, status: &str) {
+        let what = format!("Ray job {id} to be {status}");
+        wait_for_within(Duration::from_secs(120), &what, || async {
+            (self.status(id).await == status).then_some(())
+        })
+        .await
+    }
+
+    /// Waits until the driver of `id` has printed `text`; returns its log.
+    pub async fn wait_log(&self, id: &str, text: &str) -> String {
+        let what = format!("Ray job {id} to print {text:?}");
+        wait_for_within(Duration::from_secs(120), &what, || async {
+            Some(self.logs(id).await).filter(|l| l.contains(text))
+        })
+        .await
+    }
+
+    pub async fn stop(&self, id: &str) {
+        let url = format!("{}/api/jobs/{id}/stop", self.dashboard);
+        reqwest::Client::new().post(url).send().await.unwrap();
+    }
+}
+
+/// A plain HTTP GET on loopback, for waiting in a blocking context; `Some` on 200.
+fn get_blocking(port: u16, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.lines().next()?.split_whitespace().nth(1)?;
+    (status == "200").then_some(out)
+}
