@@ -44,11 +44,27 @@ async fn stored_objects_are_what_rayshare_meant_nothing_pruned() {
     let offline = rayshare::offline::run(&text, &env.ns, &config)
         .await
         .unwrap();
-    let intended_job = &offline[0].object;
     let intended_cluster = &offline[0].creates[0];
 
     let stored_job = create_in(&env.admin, &env.ns, job, false).await;
+    // The job carries the uid of its admission request; offline that is a placeholder.
+    let token = stored_job["metadata"]["labels"]
+        [rayshare::domain::shared_cluster::job_life::TOKEN_LABEL]
+        .as_str()
+        .expect("the admission's token label");
+    let intended_job: Value = serde_json::from_str(
+        &offline[0]
+            .object
+            .to_string()
+            .replace("rayshare-mutate-0", token),
+    )
+    .unwrap();
     assert_subset(&intended_job["spec"], &stored_job["spec"], "RayJob.spec");
+    assert_subset(
+        &intended_job["metadata"]["labels"],
+        &stored_job["metadata"]["labels"],
+        "RayJob labels",
+    );
     let name = intended_cluster["metadata"]["name"].as_str().unwrap();
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
     let stored_cluster = wait_for("the provisioner to make the cluster", || async {
