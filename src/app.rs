@@ -15,6 +15,7 @@ use crate::http::tls::{self, CertFiles, CertStore};
 use crate::metrics::Metrics;
 use crate::reconcile;
 use crate::world::kube::KubeWorld;
+use crate::world::kube::events::EventSink;
 
 /// Why the server could not start; `exit_code` is what the binary exits with.
 #[derive(Debug, thiserror::Error)]
@@ -107,8 +108,15 @@ impl App {
         // Caches, provisioners, reconcilers and certificate reloads run in the background.
         let (world, tasks) = {
             let _on = background.enter();
-            let (world, wakeups) =
-                KubeWorld::start(client, background_client.clone(), &config, health.clone());
+            let events =
+                EventSink::start(background_client.clone(), identity.clone(), metrics.clone());
+            let (world, wakeups) = KubeWorld::start(
+                client,
+                background_client.clone(),
+                &config,
+                health.clone(),
+                Some(events),
+            );
             let mut tasks = Vec::new();
             if let Some(w) = wakeups.clusters {
                 let (c, m) = (config.clone(), metrics.clone());

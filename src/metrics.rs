@@ -67,6 +67,8 @@ pub struct Metrics {
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
     pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
     pub ray_jobs_unattributed: Family<ClusterLabels, Gauge>,
+    pub events: Family<ReasonLabel, Counter>,
+    pub events_dropped: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -171,8 +173,22 @@ impl Default for Metrics {
             "Running Ray jobs on a shared cluster that no RayJob rewritten by rayshare submitted (never stopped), as of the last look",
             ray_jobs_unattributed.clone(),
         );
+        let events = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "events_recorded",
+            "Kubernetes Events recorded, by event reason",
+            events.clone(),
+        );
+        let events_dropped = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "events_dropped",
+            "Events not recorded: queue_full, not_stored (the admitted object never appeared), rate_limited, api_error",
+            events_dropped.clone(),
+        );
         Self {
             registry,
+            events,
+            events_dropped,
             ray_jobs_stopped,
             ray_jobs_unattributed,
             shared_clusters,

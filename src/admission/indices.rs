@@ -2,6 +2,8 @@
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::events::{self, Event, Regarding};
+use crate::domain::indices::Slot;
 use crate::domain::labels::Meta;
 use crate::domain::{indices, labels};
 use crate::world::{IndexRequest, World};
@@ -59,16 +61,55 @@ impl<W: World> Work<'_, W> {
             Ok(slot) => {
                 let (object, warnings) =
                     indices::apply(self.object(), &cluster, &group, hosts, slot, cfg);
-                self.changed = Some(object);
-                self.warnings.extend(warnings);
                 if !self.req.dry_run {
                     self.count(|m| &m.created, "IndexClaim");
+                    self.world.record(assigned_event(
+                        &object,
+                        &self.namespace,
+                        &group,
+                        slot,
+                        hosts,
+                    ));
                 }
+                self.changed = Some(object);
+                self.warnings.extend(warnings);
             }
             Err(e) => {
                 let msg = format!("rayshare: no replica/host indices for this pod: {e}");
                 self.fail(e.cause(), msg, cfg.deny_on_error);
             }
         }
+    }
+}
+
+/// On the pod, once stored: found by name, or by its slot's labels (unique while it holds
+/// the slot) when it has only a `generateName`.
+fn assigned_event(
+    pod: &serde_json::Value,
+    namespace: &str,
+    group: &str,
+    slot: Slot,
+    hosts: u32,
+) -> Event {
+    let label = |k: &str| labels::get(pod, Meta::Labels, k).unwrap_or_default();
+    let selector = format!(
+        "{}={},{}={}",
+        labels::REPLICA_NAME,
+        label(labels::REPLICA_NAME),
+        labels::HOST_INDEX,
+        label(labels::HOST_INDEX)
+    );
+    Event {
+        regarding: Regarding::Admitted {
+            api_version: "v1",
+            kind: "Pod",
+            namespace: namespace.to_string(),
+            name: events::admitted_name(pod),
+            selector: Some(selector),
+        },
+        warning: false,
+        reason: "IndicesAssigned",
+        action: "Admit",
+        note: events::indices_assigned(group, slot.replica, slot.host, hosts),
     }
 }

@@ -7,9 +7,10 @@
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::events::{self, Event, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
-use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite};
+use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite, job_life};
 use crate::world::World;
 
 /// What admission makes of one pool member.
@@ -39,9 +40,13 @@ impl<W: World> Work<'_, W> {
             Err(why) => {
                 let msg =
                     format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
+                self.job_event(true, "SharedClusterFailed", &msg, None);
                 return self.fail(Cause::OddObject, msg, cfg.deny_on_error);
             }
             Ok(shared_cluster::Plan::Skip(warning)) => {
+                if let Some(w) = &warning {
+                    self.job_event(false, "SharedClusterSkipped", w, None);
+                }
                 self.warnings.extend(warning);
                 return;
             }
@@ -56,10 +61,15 @@ impl<W: World> Work<'_, W> {
                         "rayshare: RayJob left unchanged: a RayCluster named {} exists that rayshare did not create for this config",
                         member.name
                     );
+                    self.job_event(true, "SharedClusterFailed", &msg, None);
                     return self.fail(Cause::NameConflict, msg, false);
                 }
                 Member::Use(exists) => {
                     if !self.req.dry_run {
+                        let others = self.world.active_jobs(&self.namespace, &member.name);
+                        let note = events::moved_to_shared_cluster(&member.name, exists, others);
+                        let token = job_life::job_token(&member.job).map(str::to_string);
+                        self.job_event(false, "SharedCluster", &note, token);
                         let job = self.req.name.as_str();
                         self.world.note_admitted(&self.namespace, &member.name, job);
                         if exists {
@@ -87,7 +97,29 @@ impl<W: World> Work<'_, W> {
         let msg = format!(
             "rayshare: RayJob left unchanged: all {MAX_POOL} shared clusters of its config are full"
         );
+        self.job_event(true, "SharedClusterFailed", &msg, None);
         self.fail(Cause::PoolExhausted, msg, false)
+    }
+
+    /// An event on the RayJob being admitted, recorded once it is stored (found by name,
+    /// or by its admission-uid label when it has only a `generateName`).
+    fn job_event(&self, warning: bool, reason: &'static str, note: &str, token: Option<String>) {
+        if self.req.dry_run {
+            return;
+        }
+        self.world.record(Event {
+            regarding: Regarding::Admitted {
+                api_version: "ray.io/v1",
+                kind: "RayJob",
+                namespace: self.namespace.clone(),
+                name: events::admitted_name(self.original),
+                selector: token.map(|t| format!("{}={t}", job_life::TOKEN_LABEL)),
+            },
+            warning,
+            reason,
+            action: "Admit",
+            note: events::note_of(note),
+        });
     }
 
     async fn judge(&mut self, member: &Rewrite) -> Member {

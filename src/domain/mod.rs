@@ -2,10 +2,12 @@
 //! caches know. Nothing here talks to the API server or imports from the shell.
 
 pub mod cluster;
+pub mod events;
 pub mod indices;
 pub mod labels;
 pub(crate) mod naming;
 pub mod pod_group;
+pub mod pool;
 pub(crate) mod quantity;
 pub(crate) mod reclaim;
 pub mod shared_cluster;

@@ -12,13 +12,15 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use super::{for_each_page, list_metadata};
 use crate::cause::Cause;
 use crate::config::Config;
-use crate::domain::labels;
+use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::reclaim::{self, Decision, Step};
+use crate::domain::{labels, pool};
 use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
+use crate::world::kube::events::EventSink;
 use crate::world::kube::{ray_cluster_resource, ray_job_resource};
 
-pub async fn pass(client: &Client, config: &Config, metrics: &Metrics) {
-    if let Err(e) = try_pass(client, config, metrics).await {
+pub async fn pass(client: &Client, config: &Config, metrics: &Metrics, events: Option<&EventSink>) {
+    if let Err(e) = try_pass(client, config, metrics, events).await {
         tracing::warn!(error = %e, "cluster reclaim pass failed");
         metrics.error(Cause::ReconcileList);
     }
@@ -31,7 +33,12 @@ struct Usage {
     last_end: Option<Timestamp>,
 }
 
-async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result<(), kube::Error> {
+async fn try_pass(
+    client: &Client,
+    config: &Config,
+    metrics: &Metrics,
+    events: Option<&EventSink>,
+) -> Result<(), kube::Error> {
     let cfg = &config.reclaim;
     let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ray_cluster_resource());
     // This installation's clusters only (another installation reclaims its own).
@@ -111,7 +118,21 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
             .and_then(|t| t.parse().ok());
         let quiet = Duration::from_secs(cfg.quiet_seconds);
         let step = reclaim::step(&decision, marked, quiet, now);
+        let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
+        let glance = pool::labels(digest, u.active, stamp, &decision, now);
+        let label_patch = pool::label_patch(&meta.labels.clone().unwrap_or_default(), &glance);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
         if step == Step::Keep {
+            if let Some(l) = label_patch.filter(|_| !cfg.dry_run) {
+                let patch = serde_json::json!({ "metadata": { "labels": l } });
+                if let Err(e) = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    tracing::debug!(namespace = %ns, cluster = %name, error = %e, "cannot update the pool labels");
+                }
+            }
             continue;
         }
         let reason = match decision {
@@ -126,8 +147,6 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
             tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim (dry run): nothing done");
             continue;
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
         let result = match step {
             Step::Delete => {
                 // The resourceVersion we judged by: the provisioner lifting the mark for a
@@ -146,6 +165,7 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
                 let patch = serde_json::json!({ "metadata": {
                     "resourceVersion": meta.resource_version,
                     "annotations": { reclaim::MARKED: mark },
+                    "labels": label_patch.unwrap_or_default(),
                 }});
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
@@ -155,6 +175,23 @@ async fn try_pass(client: &Client, config: &Config, metrics: &Metrics) -> Result
         match result {
             Ok(()) if step == Step::Delete => {
                 tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
+                if let (Some(sink), Decision::Reclaim { idle_for }, Some(uid)) =
+                    (events, &decision, meta.uid.clone())
+                {
+                    sink.record(Event {
+                        regarding: Regarding::Stored(ObjectRef {
+                            api_version: "ray.io/v1".into(),
+                            kind: "RayCluster".into(),
+                            namespace: ns.clone(),
+                            name: name.clone(),
+                            uid,
+                        }),
+                        warning: false,
+                        reason: "Reclaimed",
+                        action: "Reclaim",
+                        note: events::cluster_reclaimed(*idle_for, ttl),
+                    });
+                }
                 metrics
                     .deleted
                     .get_or_create(&KindLabel { kind: "RayCluster" })

@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::cause::Cause;
 use crate::config::Config;
+use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::labels;
 use crate::domain::stored_pod_group::{self, Existing, POD_UID};
 use crate::metrics::{KindLabel, Metrics};
@@ -100,6 +101,17 @@ async fn look(
     match world.create(&group, timeout).await {
         Ok(Created::Created) => {
             tracing::info!(namespace = %ns, group = %name, pod = %pod.name_any(), "created PodGroup");
+            if let (Some(sink), Some(target)) = (world.events(), pod_ref(&value)) {
+                let queue = group["spec"]["queue"].as_str().unwrap_or_default();
+                let priority = group["spec"]["priorityClassName"].as_str();
+                sink.record(Event {
+                    regarding: Regarding::Stored(target),
+                    warning: false,
+                    reason: "PodGroupCreated",
+                    action: "Provision",
+                    note: events::pod_group_created(&name, queue, priority),
+                });
+            }
             metrics
                 .created
                 .get_or_create(&KindLabel { kind: "PodGroup" })
@@ -129,6 +141,14 @@ async fn look(
             false
         }
     }
+}
+
+/// A pod read from the watch has no apiVersion/kind of its own.
+fn pod_ref(pod: &Value) -> Option<ObjectRef> {
+    let mut pod = pod.clone();
+    pod["apiVersion"] = json!("v1");
+    pod["kind"] = json!("Pod");
+    ObjectRef::of(&pod)
 }
 
 /// Brings rayshare's group, left by an earlier pod of the same name, up to date.

@@ -183,7 +183,7 @@ pub fn spawn_all(
     if let Some(stops) = stops {
         let (c, m) = (config.clone(), metrics.clone());
         tasks.push(stop_jobs::spawn(
-            world,
+            world.clone(),
             client.clone(),
             c,
             m,
@@ -194,7 +194,7 @@ pub fn spawn_all(
     for (which, interval) in schedules.into_iter().enumerate() {
         let Some(interval) = interval else { continue };
         let (client, config, metrics) = (client.clone(), config.clone(), metrics.clone());
-        let mut leading = leading.clone();
+        let (world, mut leading) = (world.clone(), leading.clone());
         tasks.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -210,7 +210,7 @@ pub fn spawn_all(
                         pod_groups::pass(&client, cfg, &config.instance, &metrics).await
                     }
                     1 => index_claims::pass(&client, &config.indices, &metrics).await,
-                    _ => clusters::pass(&client, &config, &metrics).await,
+                    _ => clusters::pass(&client, &config, &metrics, world.events()).await,
                 }
                 metrics
                     .reconcile_passes

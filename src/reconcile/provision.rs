@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::cluster::ClusterInfo;
+use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::reclaim;
@@ -150,10 +151,12 @@ async fn make(
     wanted_ttl: Option<u64>,
 ) -> bool {
     let mut cluster = None;
+    let mut first_job = "";
     for job in jobs {
         match cluster_for_job(job, &config.shared_clusters) {
             Ok(c) => {
                 cluster = Some(c);
+                first_job = job["metadata"]["name"].as_str().unwrap_or_default();
                 break;
             }
             Err(why) => {
@@ -173,6 +176,9 @@ async fn make(
         labels::IDLE_TTL,
         &ttl.to_string(),
     );
+    let digest = labels::get(&cluster, Meta::Annotations, labels::CONFIG_DIGEST)
+        .unwrap_or_default()
+        .to_string();
     let api: Api<DynamicObject> =
         Api::namespaced_with(world.client().clone(), ns, &ray_cluster_resource());
     let object: DynamicObject = match serde_json::from_value(cluster) {
@@ -185,8 +191,18 @@ async fn make(
     };
     let started = Instant::now();
     match tokio::time::timeout(timeout(config), api.create(&PostParams::default(), &object)).await {
-        Ok(Ok(_)) => {
+        Ok(Ok(created)) => {
             tracing::info!(namespace = %ns, cluster = %name, jobs = jobs.len(), "created shared cluster");
+            let created = serde_json::to_value(created).unwrap_or_default();
+            if let (Some(sink), Some(target)) = (world.events(), ObjectRef::of(&created)) {
+                sink.record(Event {
+                    regarding: Regarding::Stored(target),
+                    warning: false,
+                    reason: "Created",
+                    action: "Provision",
+                    note: events::cluster_created(&digest, first_job),
+                });
+            }
             metrics
                 .created
                 .get_or_create(&KindLabel { kind: "RayCluster" })

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::Key;
 use crate::cause::Cause;
 use crate::config::Config;
+use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::shared_cluster::job_life::{self, Owner, StopReason, Submission, Verdict};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_job_resource};
@@ -158,7 +159,7 @@ impl Look<'_> {
                 }
             };
             if let Verdict::Stop(reason) = job_life::verdict(sub, &owner, instance) {
-                self.stop(&base, (ns, name), sub, reason).await;
+                self.stop(&base, &cluster, sub, reason).await;
                 stopping.insert(sub.id.clone(), Instant::now());
             }
         }
@@ -183,14 +184,11 @@ impl Look<'_> {
         })
     }
 
-    async fn stop(
-        &self,
-        base: &str,
-        (ns, cluster): (&str, &str),
-        sub: &Submission,
-        why: StopReason,
-    ) {
+    async fn stop(&self, base: &str, cluster_object: &Value, sub: &Submission, why: StopReason) {
         let reason = why.as_str();
+        let meta = &cluster_object["metadata"];
+        let ns = meta["namespace"].as_str().unwrap_or_default();
+        let cluster = meta["name"].as_str().unwrap_or_default();
         match self.dashboard.stop(base, &sub.id).await {
             Ok(stopped) => {
                 tracing::info!(namespace = %ns, cluster, submission = %sub.id, reason, stopped, "stopped the Ray job of a RayJob that is gone or over");
@@ -199,6 +197,17 @@ impl Look<'_> {
                         .ray_jobs_stopped
                         .get_or_create(&crate::metrics::ReasonLabel { reason })
                         .inc();
+                    if let (Some(sink), Some(target)) =
+                        (self.world.events(), ObjectRef::of(cluster_object))
+                    {
+                        sink.record(Event {
+                            regarding: Regarding::Stored(target),
+                            warning: false,
+                            reason: "StoppedRayJob",
+                            action: "StopJob",
+                            note: events::ray_job_stopped(&sub.id, why.describe()),
+                        });
+                    }
                 }
             }
             Err(e) => {

@@ -18,6 +18,7 @@ pub mod kube;
 pub mod ray;
 
 pub use crate::domain::cluster::ClusterInfo;
+pub use crate::domain::events::Event;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
@@ -80,6 +81,8 @@ pub trait World: Send + Sync + 'static {
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize;
     /// Records that a job was admitted onto a cluster.
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str);
+    /// Queues a Kubernetes Event (recorded in the background, never awaited by admission).
+    fn record(&self, event: Event);
     /// Claims a free (replica, host) slot of a worker group through the API server.
     fn claim_slot(
         &self,
@@ -98,6 +101,8 @@ pub struct MemoryWorld {
     pub jobs: Mutex<HashMap<(String, String), usize>>,
     /// Makes every write fail, as an unreachable API server would.
     pub fail_writes: Option<WorldError>,
+    /// Events admission asked to record.
+    pub events: Mutex<Vec<Event>>,
 }
 
 fn key(object: &Value) -> (String, String, String) {
@@ -204,6 +209,10 @@ impl World for MemoryWorld {
     fn note_admitted(&self, namespace: &str, cluster: &str, _job: &str) {
         let mut jobs = self.jobs.lock().expect("not poisoned");
         *jobs.entry((namespace.into(), cluster.into())).or_default() += 1;
+    }
+
+    fn record(&self, event: Event) {
+        self.events.lock().expect("not poisoned").push(event);
     }
 
     async fn claim_slot(&self, r: &IndexRequest, _timeout: Duration) -> Result<Slot, WorldError> {

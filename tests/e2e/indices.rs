@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
+use crate::events::wait_event;
 use crate::harness::*;
 
 const HOSTS: u32 = 4;
@@ -130,6 +131,9 @@ async fn concurrent_workers_on_two_instances_get_unique_indices() {
     assert_each_pair_once(&taken, REPLICAS);
     // Peers are derived from the indices alone.
     let (_, names) = taken.iter().find(|((r, h), _)| (*r, *h) == (3, 2)).unwrap();
+    // generateName pods: each event finds its pod by the slot's labels.
+    let note = wait_event(&env, &names[0], "IndicesAssigned").await;
+    assert_eq!(note, "Assigned worker group a replica 3, host 2 of 4");
     let pod = pods.get(&names[0]).await.unwrap();
     assert_eq!(
         pod.spec.as_ref().unwrap().hostname.as_deref(),

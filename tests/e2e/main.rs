@@ -2,6 +2,7 @@
 
 mod admission;
 mod chart;
+mod events;
 mod harness;
 mod indices;
 mod pod_groups;

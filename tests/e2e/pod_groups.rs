@@ -4,6 +4,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::events::wait_event;
 use crate::harness::*;
 
 async fn create_pod(env: &TestEnv, ns: &str, pod: Value) -> Pod {
@@ -50,6 +51,11 @@ async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
     assert_eq!(
         group["metadata"]["labels"]["app.kubernetes.io/managed-by"],
         "rayshare"
+    );
+    let note = wait_event(&env, &pod.metadata.name.clone().unwrap(), "PodGroupCreated").await;
+    assert_eq!(
+        note,
+        format!("Created PodGroup {group_name} in queue research")
     );
 
     // A named pod with a priority class gets a group of its name.

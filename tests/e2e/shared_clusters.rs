@@ -3,6 +3,7 @@
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
+use crate::events::{dropped_events, events_on, wait_event};
 use crate::harness::*;
 
 async fn create_job(env: &TestEnv, mut job: Value, name: &str, dry_run: bool) -> Value {
@@ -48,6 +49,14 @@ async fn jobs_of_one_config_share_a_cluster_and_another_config_gets_its_own() {
     assert_eq!(runtime_env["env_vars"]["RUN_NAME"], "a1b2c3");
     assert_eq!(runtime_env["pip"][0], "numpy==2.1.0");
     let name = selected(&stored);
+    // Events say so on the job (`kubectl describe rayjob`) and on the cluster.
+    let note = wait_event(&env, "a0-0", "SharedCluster").await;
+    assert!(
+        note.contains(&name) && note.contains("created for this job's config"),
+        "{note}"
+    );
+    let note = wait_event(&env, &name, "Created").await;
+    assert!(note.contains("first used by RayJob a0-0"), "{note}");
 
     // The provisioner makes the cluster (validated by the real CRD, the stripped spec).
     let all = wait_for("the shared cluster", || async {
@@ -160,6 +169,14 @@ async fn a_foreign_cluster_is_not_taken_over_and_dry_run_creates_nothing() {
             .get("app.kubernetes.io/managed-by")
             .is_none()
     );
+    // The job hears why it was left alone; the dry run recorded (and queued) nothing.
+    let note = wait_event(&env, "a0-0", "SharedClusterFailed").await;
+    assert!(
+        note.contains("exists that rayshare did not create"),
+        "{note}"
+    );
+    assert!(events_on(&env, "probe").await.is_empty());
+    assert_eq!(dropped_events(&env, "not_stored").await, 0);
 }
 
 /// A Flyte 2 job from the corpus (tests/fixtures/flyte/v2), without the owner and

@@ -137,6 +137,15 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// For people: an event's note.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Deleted => "its RayJob was deleted",
+            Self::Finished => "its RayJob is over on KubeRay's side",
+            Self::Superseded => "its RayJob runs a newer submission",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Deleted => "rayjob_deleted",

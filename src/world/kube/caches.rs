@@ -42,6 +42,7 @@ impl KubeWorld {
         watch_client: Client,
         config: &Config,
         health: Arc<Health>,
+        events: Option<super::events::EventSink>,
     ) -> (Arc<Self>, Wakeups) {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
         let need_namespaces = config.pod_groups.enabled;
@@ -159,6 +160,7 @@ impl KubeWorld {
             jobs,
             pods,
             claim_in_flight: std::time::Duration::from_secs(config.indices.claim_in_flight_seconds),
+            events,
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

@@ -3,6 +3,7 @@
 mod caches;
 pub(crate) mod calls;
 mod claims;
+pub mod events;
 mod job_index;
 pub mod resources;
 
@@ -37,6 +38,7 @@ pub struct KubeWorld {
     pods: Option<Store<Pod>>,
     /// How long an index claim counts without its pod (`indices.claimInFlightSeconds`).
     claim_in_flight: Duration,
+    events: Option<events::EventSink>,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
@@ -51,6 +53,11 @@ pub struct Wakeups {
 impl KubeWorld {
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Where the reconcilers record their Events.
+    pub fn events(&self) -> Option<&events::EventSink> {
+        self.events.as_ref()
     }
 
     /// The stored RayJobs rayshare rewrote (slimmed: selector, status, metadata).
@@ -164,6 +171,12 @@ impl World for KubeWorld {
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str) {
         if let Some((j, _)) = &self.jobs {
             j.note(namespace, cluster, job);
+        }
+    }
+
+    fn record(&self, event: crate::domain::events::Event) {
+        if let Some(sink) = &self.events {
+            sink.record(event);
         }
     }
 

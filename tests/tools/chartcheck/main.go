@@ -379,6 +379,7 @@ func checkRules(p *problems, rules []rbacv1.PolicyRule) {
 		"coordination.k8s.io/leases":      {"create", "delete", "get", "list", "update", "watch"},
 		"/pods":                           {"get", "list", "watch"},
 		"/namespaces":                     {"get", "list", "watch"},
+		"events.k8s.io/events":            {"create", "patch"},
 	}
 	got := map[string][]string{}
 	for _, rule := range rules {

@@ -1,0 +1,215 @@
+//! Records Kubernetes Events (`events.k8s.io/v1`) in the background: admission and the
+//! reconcilers queue them and never wait. Like client-go's recorder, repeats of an event
+//! within minutes become one event with a growing series count (kube's `Recorder`), and
+//! each object gets at most a burst of 25 events, then one per 5 minutes.
+//!
+//! An event about an object being admitted is recorded only once the API server shows
+//! that object stored, created after the admission: a dry run, a denied request or a
+//! forged review records nothing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::{Client, ResourceExt};
+
+use crate::domain::events::{Event, ObjectRef, Regarding};
+use crate::metrics::{Metrics, ReasonLabel};
+
+/// Events waiting to be recorded; more are dropped (and counted).
+const QUEUE: usize = 4096;
+/// Tries to find an admitted object, this far apart (it is stored after every webhook).
+const FIND_AFTER: [Duration; 3] = [
+    Duration::from_secs(1),
+    Duration::from_secs(3),
+    Duration::from_secs(10),
+];
+/// Per object: burst, and one more token per refill period (client-go's spam filter).
+const BURST: f64 = 25.0;
+const REFILL: Duration = Duration::from_secs(300);
+/// Objects the spam filter remembers before it starts over.
+const REMEMBERED: usize = 10_000;
+
+#[derive(Clone)]
+pub struct EventSink {
+    tx: tokio::sync::mpsc::Sender<(Event, Instant, Timestamp)>,
+    metrics: Arc<Metrics>,
+}
+
+impl EventSink {
+    /// Starts the recorder on the current runtime; `instance` names this replica.
+    pub fn start(client: Client, instance: String, metrics: Arc<Metrics>) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(Event, Instant, Timestamp)>(QUEUE);
+        let reporter = Reporter {
+            controller: "rayshare".into(),
+            instance: Some(instance),
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        let filter = Arc::new(std::sync::Mutex::new(SpamFilter::default()));
+        // Admitted objects are looked up concurrently, a few at a time.
+        let lookups = Arc::new(tokio::sync::Semaphore::new(16));
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            while let Some((event, at, wall)) = rx.recv().await {
+                let (client, recorder, filter, m) =
+                    (client.clone(), recorder.clone(), filter.clone(), m.clone());
+                let lookups = lookups.clone();
+                tokio::spawn(async move {
+                    let Ok(_slot) = lookups.acquire().await else {
+                        return;
+                    };
+                    let Some(target) = resolve(&client, &event.regarding, at, wall).await else {
+                        dropped(&m, "not_stored");
+                        return;
+                    };
+                    if !filter.lock().expect("not poisoned").allow(&target.uid) {
+                        dropped(&m, "rate_limited");
+                        return;
+                    }
+                    publish(&recorder, &event, &target, &m).await;
+                });
+            }
+        });
+        Self { tx, metrics }
+    }
+
+    pub fn record(&self, event: Event) {
+        if self
+            .tx
+            .try_send((event, Instant::now(), Timestamp::now()))
+            .is_err()
+        {
+            dropped(&self.metrics, "queue_full");
+        }
+    }
+}
+
+fn dropped(metrics: &Metrics, reason: &'static str) {
+    metrics
+        .events_dropped
+        .get_or_create(&ReasonLabel { reason })
+        .inc();
+}
+
+async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics: &Metrics) {
+    let reference = ObjectReference {
+        api_version: Some(target.api_version.clone()),
+        kind: Some(target.kind.clone()),
+        namespace: Some(target.namespace.clone()),
+        name: Some(target.name.clone()),
+        uid: Some(target.uid.clone()),
+        ..Default::default()
+    };
+    let ev = kube::runtime::events::Event {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.into(),
+        note: Some(event.note.clone()),
+        action: event.action.into(),
+        secondary: None,
+    };
+    match recorder.publish(&ev, &reference).await {
+        Ok(()) => {
+            let reason = event.reason;
+            metrics.events.get_or_create(&ReasonLabel { reason }).inc();
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, reason = event.reason, object = %target.name, "cannot record an event");
+            dropped(metrics, "api_error");
+        }
+    }
+}
+
+/// The stored object an event is about; for an admitted one, once it is stored.
+async fn resolve(
+    client: &Client,
+    regarding: &Regarding,
+    at: Instant,
+    wall: Timestamp,
+) -> Option<ObjectRef> {
+    let (api_version, kind, namespace, name, selector) = match regarding {
+        Regarding::Stored(r) => return Some(r.clone()),
+        Regarding::Admitted {
+            api_version,
+            kind,
+            namespace,
+            name,
+            selector,
+        } => (*api_version, *kind, namespace, name, selector),
+    };
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    // Created after the admission (a second's slack for timestamps that are whole seconds).
+    let fresh = |o: &DynamicObject| {
+        o.metadata
+            .creation_timestamp
+            .as_ref()
+            .is_some_and(|t| t.0.as_second() + 1 >= wall.as_second())
+    };
+    for wait in FIND_AFTER {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(at + wait)).await;
+        let found = match (name, selector) {
+            (Some(name), _) => api.get_opt(name).await.ok().flatten(),
+            (None, Some(selector)) => {
+                let list = api.list(&ListParams::default().labels(selector)).await.ok();
+                list.and_then(|l| (l.items.len() == 1).then(|| l.items.into_iter().next())?)
+            }
+            (None, None) => return None,
+        };
+        if let Some(o) = found.filter(fresh) {
+            return Some(ObjectRef {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                namespace: namespace.clone(),
+                name: o.name_any(),
+                uid: o.uid()?,
+            });
+        }
+    }
+    None
+}
+
+/// Per object uid: tokens left and when last refilled.
+#[derive(Default)]
+struct SpamFilter(HashMap<String, (f64, Instant)>);
+
+impl SpamFilter {
+    fn allow(&mut self, uid: &str) -> bool {
+        if self.0.len() >= REMEMBERED {
+            self.0.clear();
+        }
+        let now = Instant::now();
+        let (tokens, last) = self.0.entry(uid.to_string()).or_insert((BURST, now));
+        let refill = now.duration_since(*last).as_secs_f64() / REFILL.as_secs_f64();
+        *tokens = (*tokens + refill).min(BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_gets_a_burst_then_waits() {
+        let mut f = SpamFilter::default();
+        let allowed = (0..40).filter(|_| f.allow("u1")).count();
+        assert_eq!(allowed, 25);
+        assert!(f.allow("u2"), "another object has its own budget");
+    }
+}
