@@ -25,6 +25,8 @@ pub enum Command {
     Mutate(MutateArgs),
     /// Write a development CA and serving certificate.
     Certs(CertsArgs),
+    /// Show the shared-cluster pool, PodGroups and index claims rayshare manages.
+    Status(StatusArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -135,4 +137,31 @@ pub struct CertsArgs {
     /// DNS name or IP address for the serving certificate (repeatable).
     #[arg(long = "host", required = true)]
     pub hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StatusOutput {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// kubeconfig file (else $KUBECONFIG, ~/.kube/config, or in-cluster, as kubectl).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// One namespace; all namespaces when absent.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Only the shared clusters of this installation (its `instance` setting).
+    #[arg(long)]
+    pub instance: Option<String>,
+    /// The installation's config, for its default idle TTL.
+    #[arg(long, env = "RAYSHARE_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: StatusOutput,
 }

@@ -20,6 +20,7 @@ pub mod logging;
 pub mod metrics;
 pub mod offline;
 pub(crate) mod reconcile;
+pub mod status;
 pub mod world;
 
 // Paths the integration tests and benchmarks use.

@@ -3,10 +3,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use rayshare::app::App;
-use rayshare::cli::{CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs};
+use rayshare::cli::{
+    CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs, StatusArgs, StatusOutput,
+};
 use rayshare::config::Config;
 use rayshare::http::server;
-use rayshare::{certs, logging, offline};
+use rayshare::{certs, logging, offline, status};
 
 // Admission allocates many small, short-lived JSON nodes per request, across threads:
 // mimalloc serves them markedly cheaper than glibc's malloc (see README, Benchmarks).
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         }
         Command::Mutate(args) => runtime.block_on(mutate(args)),
         Command::Certs(args) => make_certs(args),
+        Command::Status(args) => runtime.block_on(show_status(args)),
     }
 }
 
@@ -106,6 +109,34 @@ async fn mutate(args: MutateArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(e, 1),
+    }
+}
+
+async fn show_status(args: StatusArgs) -> ExitCode {
+    let config = match Config::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return fail(e, 2),
+    };
+    let client = match status::client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot make a Kubernetes client: {e}"), 2),
+    };
+    let scope = status::Scope {
+        namespace: args.namespace,
+        instance: args.instance,
+    };
+    match status::status(&client, &scope, config.reclaim.idle_ttl_seconds).await {
+        Ok(found) => {
+            match args.output {
+                StatusOutput::Table => print!("{}", rayshare::domain::status::render_table(&found)),
+                StatusOutput::Json => match serde_json::to_string_pretty(&found) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => return fail(e, 1),
+                },
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("cannot list rayshare's objects: {e}"), 1),
     }
 }
 

@@ -11,4 +11,5 @@ pub mod pool;
 pub(crate) mod quantity;
 pub(crate) mod reclaim;
 pub mod shared_cluster;
+pub mod status;
 pub(crate) mod stored_pod_group;

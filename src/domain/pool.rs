@@ -17,7 +17,7 @@ pub const RECLAIMABLE_AT: &str = "rayshare.io/reclaimable-at";
 pub const COLUMNS: &str = "rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at";
 
 /// Characters of the config digest shown (a label value holds 63; 16 hex identify a config).
-const DIGEST_CHARS: usize = 16;
+pub const DIGEST_CHARS: usize = 16;
 
 /// A time as a label value: `2026-11-24T18.57.25Z` (labels allow no `:`).
 pub fn label_time(t: Timestamp) -> String {

@@ -11,3 +11,4 @@ mod ray_jobs;
 mod reclaim;
 mod security;
 mod shared_clusters;
+mod status;
