@@ -16,6 +16,7 @@ mod world;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
@@ -24,6 +25,22 @@ use world::*;
 
 /// What `kubectl get <resource> -n <namespace>` prints: the API server's own table for
 /// the resource (the columns kubectl shows by default).
+/// Runs the real kubectl with the admin kubeconfig; its standard output.
+fn kubectl(args: &[&str]) -> String {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&CONTROL_PLANE.admin_kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl on PATH");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 async fn kubectl_get(client: &Client, path: &str) -> String {
     let request = hyper::Request::get(path)
         .header(
@@ -84,7 +101,9 @@ async fn kubectl_get(client: &Client, path: &str) -> String {
 
 #[tokio::test]
 async fn demo() {
-    let env = TestEnv::new("demo", DEFAULT_CONFIG, 1).await;
+    // The reclaimer writes the pool labels `kubectl get -L` shows: often, for the demo.
+    let config = "reclaim:\n  intervalSeconds: 2\n  namespaces: [e2e-demo]\n";
+    let env = TestEnv::new("demo", config, 1).await;
     // The only operator of this test binary: it watches every namespace.
     let kuberay = KubeRay::start("demo", &[], &KubeRayOptions::default()).await;
     println!(
@@ -162,6 +181,43 @@ async fn demo() {
          it completes each submitter at once, and KubeRay, finding no Ray job to follow, \
          marks the job Failed 30 s later."
     );
+
+    // What the people who run the jobs see: events on their RayJob, and the pool.
+    let first = &selected[0].0;
+    let describe = kubectl(&["describe", "rayjob", first, "-n", ns]);
+    let events = &describe[describe.find("Events:").expect("an Events section")..];
+    println!("$ kubectl describe rayjob {first} -n {ns}   (its Events)\n{events}");
+    assert!(events.contains("SharedCluster"), "{describe}");
+    let pool = [
+        "get",
+        "rayclusters",
+        "-n",
+        ns,
+        "-l",
+        "rayshare.io/shared-cluster",
+    ];
+    let columns = rayshare::domain::pool::COLUMNS;
+    let shared = env.api(&ray_cluster_resource(), ns);
+    wait_for("the reclaimer to label the pool", || async {
+        let list = shared.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|c| c.labels().contains_key(rayshare::domain::pool::ACTIVE_JOBS))
+            .then_some(())
+    })
+    .await;
+    println!("$ kubectl {} -L {columns}", pool.join(" "));
+    println!("{}", kubectl(&[&pool[..], &["-L", columns]].concat()));
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
+        .arg("status")
+        .arg("--kubeconfig")
+        .arg(&CONTROL_PLANE.admin_kubeconfig)
+        .args(["-n", ns])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    println!("$ rayshare status -n {ns}\n{status}");
+    assert!(status.contains(&selected[0].1), "{status}");
 
     let clusters = env
         .api(&ray_cluster_resource(), &env.ns)

@@ -119,7 +119,7 @@ async fn try_pass(
         let quiet = Duration::from_secs(cfg.quiet_seconds);
         let step = reclaim::step(&decision, marked, quiet, now);
         let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
-        let glance = pool::labels(digest, u.active, stamp, &decision, now);
+        let glance = pool::labels(digest, u.active, stamp.max(created), &decision, now);
         let label_patch = pool::label_patch(&meta.labels.clone().unwrap_or_default(), &glance);
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
