@@ -81,13 +81,9 @@ current-context: test
 }
 
 /// A port that was free a moment ago.
-fn free_port() -> u16 {
-    StdTcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "support/ports.rs"]
+mod ports;
+use ports::free_port;
 
 /// Lays out `dir` the way kubelet writes a Secret volume and rotates it: the pair goes to
 /// a fresh `..<generation>` directory, a `..data_tmp` symlink to it is renamed over

@@ -47,13 +47,9 @@ pub fn run_script_with(script: &Path, args: &[&str]) -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+#[path = "../support/ports.rs"]
+mod ports;
+pub use ports::free_port;
 
 /// The last 60 lines of a log.
 pub fn tail(path: &Path) -> String {
