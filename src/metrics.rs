@@ -17,6 +17,12 @@ pub struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LatencyLabels {
+    pub kind: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     pub kind: &'static str,
 }
@@ -44,14 +50,15 @@ pub struct ReasonLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
-    pub namespace: String,
+    /// Not `namespace`: Prometheus gives scraped series the scrape target's `namespace`.
+    pub cluster_namespace: String,
     pub cluster: String,
 }
 
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
-    pub duration: Histogram,
+    pub duration: Family<LatencyLabels, Histogram, fn() -> Histogram>,
     pub patches: Family<KindLabel, Counter>,
     pub created: Family<KindLabel, Counter>,
     pub deleted: Family<KindLabel, Counter>,
@@ -63,6 +70,8 @@ pub struct Metrics {
     pub errors: Family<CauseLabel, Counter>,
     pub cert_reloads: Family<ReloadLabel, Counter>,
     pub in_flight: Gauge,
+    /// 1 while this replica holds the reconcilers' lease.
+    pub leader: Gauge,
     pub shared_clusters: Family<StateLabel, Gauge>,
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
     pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
@@ -80,13 +89,18 @@ impl Default for Metrics {
             "Admission requests by kind, operation and outcome",
             requests.clone(),
         );
-        // 50 µs .. ~3.3 s: the interesting part of a webhook's latency is sub-millisecond.
-        let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-            0.00005, 2.0, 17,
-        ));
+        // 50 µs .. 52 s: the interesting part of a webhook's latency is sub-millisecond, and
+        // the top buckets reach past the longest webhook timeout (30 s) so a p99 near the
+        // timeout can be seen at all.
+        let duration: Family<LatencyLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| {
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    0.00005, 2.0, 21,
+                ))
+            });
         registry.register(
             "admission_duration_seconds",
-            "Time to answer an admission request",
+            "Time to answer an admission request, by kind and outcome",
             duration.clone(),
         );
         let patches = Family::<KindLabel, Counter>::default();
@@ -149,6 +163,12 @@ impl Default for Metrics {
             "Admission requests being answered",
             in_flight.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the lease and runs the reconcilers",
+            leader.clone(),
+        );
         let shared_clusters = Family::<StateLabel, Gauge>::default();
         registry.register(
             "shared_clusters",
@@ -206,11 +226,23 @@ impl Default for Metrics {
             errors,
             cert_reloads,
             in_flight,
+            leader,
         }
     }
 }
 
 impl Metrics {
+    /// Leadership changed. The gauges only the leader sets are cleared when it is lost, so
+    /// a former leader does not keep exporting what it saw last.
+    pub fn set_leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+        if !leading {
+            self.shared_clusters.clear();
+            self.cluster_jobs.clear();
+            self.ray_jobs_unattributed.clear();
+        }
+    }
+
     pub fn error(&self, cause: Cause) {
         self.errors.get_or_create(&CauseLabel { cause }).inc();
     }

@@ -2,8 +2,9 @@
 # Runs every test of rayshare: formatting, lints, unit tests, real-socket tests, the
 # end-to-end tests against a real kube-apiserver, the end-to-end tests through the real
 # KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes),
-# the end-to-end tests on a real Ray head, the demo, and the Helm chart checks.
-# On a fresh machine this first builds the control plane, helm, KubeRay and kwok from Go
+# the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
+# Grafana dashboard and alerts (tests/tools/monitorcheck, promtool).
+# On a fresh machine this first builds the control plane, helm, KubeRay, kwok and promtool from Go
 # modules and installs Ray from PyPI (cached under ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,6 +20,8 @@ step "building the KubeRay operator (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
 step "building kwok (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kwok.sh >/dev/null; echo "kwok ready in $((SECONDS - t))s" >&2
+step "building promtool (checks the chart's alerts; cached after the first build)"
+t=$SECONDS; bash tests/tools/build-promtool.sh >/dev/null; echo "promtool ready in $((SECONDS - t))s" >&2
 step "installing Ray from PyPI for the real Ray head (cached after the first install)"
 t=$SECONDS; bash tests/tools/install-ray.sh >/dev/null; echo "Ray ready in $((SECONDS - t))s" >&2
 step "CRDs of KubeRay and Volcano from their Go modules (cached)"

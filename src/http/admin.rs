@@ -93,6 +93,7 @@ mod tests {
             body.contains("rayshare_errors_total{cause=\"api_timeout\"} 1"),
             "{body}"
         );
-        assert!(body.contains("# TYPE rayshare_admission_duration_seconds histogram"));
+        assert!(body.contains("# TYPE rayshare_provision_create_seconds histogram"));
+        assert!(body.contains("rayshare_leader 0"), "{body}");
     }
 }

@@ -75,7 +75,7 @@ async fn try_pass(
 
     let now = Timestamp::now();
     let mut states: HashMap<&'static str, i64> = HashMap::new();
-    metrics.cluster_jobs.clear();
+    let mut active_jobs = Vec::new();
     for cluster in clusters_list {
         let meta = &cluster.metadata;
         let (Some(ns), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
@@ -103,13 +103,13 @@ async fn try_pass(
         );
         let decision = reclaim::decide(u.active, since, ttl, now);
         *states.entry(decision.state()).or_default() += 1;
-        metrics
-            .cluster_jobs
-            .get_or_create(&ClusterLabels {
-                namespace: ns.clone(),
+        active_jobs.push((
+            ClusterLabels {
+                cluster_namespace: ns.clone(),
                 cluster: name.clone(),
-            })
-            .set(u.active as i64);
+            },
+            u.active as i64,
+        ));
         if meta.deletion_timestamp.is_some() {
             continue;
         }
@@ -208,6 +208,11 @@ async fn try_pass(
                 metrics.error(Cause::ReconcileDelete);
             }
         }
+    }
+    // Replaced as a whole, so a reclaimed cluster's series goes with it.
+    metrics.cluster_jobs.clear();
+    for (labels, n) in active_jobs {
+        metrics.cluster_jobs.get_or_create(&labels).set(n);
     }
     for state in ["busy", "idle", "expired"] {
         let n = states.get(state).copied().unwrap_or(0);

@@ -257,6 +257,7 @@ async fn lead(
             let changed = *l != now_leading;
             if changed {
                 tracing::info!(leading = now_leading, "reconciler leadership changed");
+                metrics.set_leading(now_leading);
             }
             *l = now_leading;
             changed

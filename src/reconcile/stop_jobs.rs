@@ -166,7 +166,7 @@ impl Look<'_> {
         self.metrics
             .ray_jobs_unattributed
             .get_or_create(&crate::metrics::ClusterLabels {
-                namespace: ns.clone(),
+                cluster_namespace: ns.clone(),
                 cluster: name.clone(),
             })
             .set(unattributed);

@@ -5,6 +5,7 @@ mod chart;
 mod events;
 mod harness;
 mod indices;
+mod monitoring;
 mod pod_groups;
 mod ray_head;
 mod ray_jobs;

@@ -144,7 +144,7 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
     // At least the foreign job; the head is shared with the other tests of this binary,
     // whose jobs (another instance's, or plain) this instance must not attribute either.
     let gauge = format!(
-        "rayshare_ray_jobs_unattributed{{namespace=\"{}\",cluster=\"{cluster_name}\"}} ",
+        "rayshare_ray_jobs_unattributed{{cluster_namespace=\"{}\",cluster=\"{cluster_name}\"}} ",
         env.ns
     );
     let metrics = env.instances[0].metrics().await;

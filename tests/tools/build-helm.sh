@@ -3,8 +3,7 @@
 #
 #   tests/tools/build-helm.sh            -> prints the path of the helm binary (stdout only)
 #
-# Cache: ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}/helm-<key>/helm, where
-# key = sha256(pinned helm version + go version). Progress goes to stderr.
+# Cached by tests/tools/go-install.sh. Progress goes to stderr.
 # helm's go.mod has no replace directives, so a plain `go install pkg@version` works
 # (no wrapper module needed). The ldflags mirror helm's Makefile: version string and the
 # default Kubernetes version taken from helm's client-go dependency (otherwise
@@ -14,6 +13,7 @@ set -euo pipefail
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM_MODULE="helm.sh/helm/v3"
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 log() { echo "build-helm: $*" >&2; }
 
 command -v go >/dev/null 2>&1 || { log "go is not on PATH"; exit 1; }
@@ -25,21 +25,6 @@ export GOWORK=off
 export CGO_ENABLED=0
 cd "${TMPDIR:-/tmp}"
 
-go_version="$(go env GOVERSION)"
-key="$(printf '%s\n%s\n' "$HELM_VERSION" "$go_version" | sha256sum | cut -c1-16)"
-cache_root="${RAYSHARE_CACHE:-${HOME:-/tmp}/.cache/rayshare}"
-out_dir="$cache_root/helm-$key"
-out="$out_dir/helm"
-
-if [[ -x "$out" ]]; then
-  log "cached helm $HELM_VERSION ($go_version) at $out"
-  echo "$out"
-  exit 0
-fi
-
-log "building helm $HELM_VERSION with $go_version (cold build takes several minutes)"
-start=$(date +%s)
-
 # Fetch the module to read its client-go version (the default KubeVersion of `helm template`).
 gomod="$(go mod download -json "$HELM_MODULE@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
 [[ -n "$gomod" && -f "$gomod" ]] || { log "could not download $HELM_MODULE@$HELM_VERSION"; exit 1; }
@@ -48,27 +33,11 @@ client_go="$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$gomod")"   # e.
 k8s_major=1
 k8s_minor="${BASH_REMATCH[1]}"
 
-ldflags="-s -w"
-ldflags+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+ldflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 ldflags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$k8s_major"
 ldflags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$k8s_minor"
 ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$k8s_major"
 ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$k8s_minor"
 
-mkdir -p "$cache_root"
-tmp="$(mktemp -d "$cache_root/.helm-build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-
-GOBIN="$tmp/bin" go install -trimpath -ldflags "$ldflags" "$HELM_MODULE/cmd/helm@$HELM_VERSION" >&2
-"$tmp/bin/helm" version --short >&2
-
-mkdir -p "$tmp/final"
-mv "$tmp/bin/helm" "$tmp/final/helm"
-# Publish atomically; a concurrent build that won the race is fine too.
-if ! mv -T "$tmp/final" "$out_dir" 2>/dev/null; then
-  [[ -x "$out" ]] || { log "could not install into $out_dir"; exit 1; }
-fi
-
-log "built in $(( $(date +%s) - start ))s: $out"
-echo "$out"
+exec bash "$here/go-install.sh" helm "$HELM_MODULE/cmd/helm@$HELM_VERSION" "$ldflags"

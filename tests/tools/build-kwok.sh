@@ -7,9 +7,8 @@
 #                               -> prints the directory of kwok's own stage configs
 #                                  (kustomize/stage in the module), read at run time
 #
-# Cache: ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}/kwok-<key>/kwok, key = sha256 of the
-# pinned version, this script and `go version`. Progress goes to stderr. kwok's go.mod has
-# no replace directives, so a plain `go install pkg@version` works (needs Go >= 1.26).
+# Cached by tests/tools/go-install.sh. Progress goes to stderr. kwok's go.mod has no
+# replace directives, so a plain `go install pkg@version` works (needs Go >= 1.26).
 set -euo pipefail
 
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
@@ -33,30 +32,5 @@ if [[ "${1:-}" == "--stages" ]]; then
   exit 0
 fi
 
-script_sum="$(sha256sum <"$self")"
-key="$(printf '%s\n%s\n%s\n' "$KWOK_VERSION" "$script_sum" "$(go env GOVERSION)" | sha256sum | cut -c1-16)"
-cache_root="${RAYSHARE_CACHE:-${HOME:-/tmp}/.cache/rayshare}"
-out_dir="$cache_root/kwok-$key"
-out="$out_dir/kwok"
-
-if [[ -x "$out" ]]; then
-  echo "$out"
-  exit 0
-fi
-
-log "building kwok $KWOK_VERSION (first build downloads and compiles it: a few minutes)"
-start=$SECONDS
-mkdir -p "$cache_root"
-tmp="$(mktemp -d "$cache_root/.kwok-build.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-GOBIN="$tmp" go install -trimpath \
-  -ldflags "-s -w -X $KWOK_MODULE/pkg/consts.Version=${KWOK_VERSION#v}" \
-  "$KWOK_MODULE/cmd/kwok@$KWOK_VERSION" >&2
-"$tmp/kwok" --version >&2
-# Publish atomically; a concurrent build that won the race is fine too.
-if ! mv -T "$tmp" "$out_dir" 2>/dev/null; then
-  [[ -x "$out" ]] || { log "could not install into $out_dir"; exit 1; }
-fi
-trap - EXIT
-log "built in $((SECONDS - start))s: $out"
-echo "$out"
+exec bash "$(dirname "$self")/go-install.sh" kwok "$KWOK_MODULE/cmd/kwok@$KWOK_VERSION" \
+  "-X $KWOK_MODULE/pkg/consts.Version=${KWOK_VERSION#v}"

@@ -75,6 +75,7 @@ renders=(
   "other-release|team-hooks|platform|selfSigned|--set replicaCount=1 --set serviceMonitor.enabled=true --set priorityClassName=high --set image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
   "pods-only|rayshare|rayshare-system|selfSigned|--set config.sharedClusters.enabled=false --set config.indices.enabled=false --set config.podGroups.schedulerNames={volcano,kai-scheduler}"
   "rayjobs-and-indices|rayshare|rayshare-system|selfSigned|--set config.podGroups.enabled=false --set webhook.failurePolicy=Fail --set webhook.reinvocationPolicy=Never"
+  "monitoring|rayshare|rayshare-system|selfSigned|--set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set serviceMonitor.enabled=true"
   "kuberay-volcano|rayshare|rayshare-system|selfSigned|--set kuberay.batchScheduler=volcano"
   "network-policy|rayshare|rayshare-system|selfSigned|--set clientAuth.caConfigMap=apiserver-client-ca --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set-json networkPolicy.webhookFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/24\"}}]"
 )

@@ -14,7 +14,7 @@ use super::{ApiError, AppState};
 
 use crate::admission::{self, Outcome, review};
 use crate::cause::Cause;
-use crate::metrics::RequestLabels;
+use crate::metrics::{LatencyLabels, RequestLabels};
 use crate::world::World;
 
 /// Metric label values come from a fixed set: request fields are caller-controlled.
@@ -155,16 +155,23 @@ pub async fn mutate<W: World>(
     };
     metrics.in_flight.dec();
     let elapsed = started.elapsed();
-    metrics.duration.observe(elapsed.as_secs_f64());
+    let (kind, outcome) = (
+        known(&request.kind.kind, &["RayJob", "Pod"]),
+        admission.outcome.as_str(),
+    );
+    metrics
+        .duration
+        .get_or_create(&LatencyLabels { kind, outcome })
+        .observe(elapsed.as_secs_f64());
     metrics
         .requests
         .get_or_create(&RequestLabels {
-            kind: known(&request.kind.kind, &["RayJob", "Pod"]),
+            kind,
             operation: known(
                 &request.operation,
                 &["CREATE", "UPDATE", "DELETE", "CONNECT"],
             ),
-            outcome: admission.outcome.as_str(),
+            outcome,
         })
         .inc();
     // One line per request that changed something or went wrong; the rest at debug, so
