@@ -1,0 +1,162 @@
+//! Volcano PodGroups for pods: one group per pod, queue and priority from the pod (pure).
+
+use serde_json::{Value, json};
+
+use crate::config::PodGroups;
+use crate::domain::labels;
+use crate::domain::labels::Meta;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Skip(Option<String>),
+    Create(Box<GroupPlan>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupPlan {
+    /// The pod with its group annotation.
+    pub pod: Value,
+    /// The PodGroup to create.
+    pub group: Value,
+    pub name: String,
+}
+
+/// Plans the PodGroup of a pod CREATE. `namespace_queue` is the namespace's queue
+/// annotation, as the shell's namespace cache knows it.
+pub fn plan(
+    pod: &Value,
+    namespace: &str,
+    request_uid: &str,
+    namespace_queue: Option<&str>,
+    cfg: &PodGroups,
+    opt_out: &str,
+) -> Result<Plan, String> {
+    let spec = pod
+        .get("spec")
+        .filter(|s| s.is_object())
+        .ok_or("pod has no spec")?;
+    if !scheduled_by_gang_scheduler(spec["schedulerName"].as_str(), cfg) {
+        return Ok(Plan::Skip(None));
+    }
+    if labels::get(pod, Meta::Annotations, labels::GROUP_NAME).is_some() {
+        return Ok(Plan::Skip(None));
+    }
+    if labels::get(pod, Meta::Annotations, opt_out) == Some("true") {
+        return Ok(Plan::Skip(Some(format!(
+            "rayshare: PodGroup skipped: annotation {opt_out}=true"
+        ))));
+    }
+    if let Some(kind) = excluded_owner(pod, cfg) {
+        return Ok(Plan::Skip(Some(format!(
+            "rayshare: PodGroup skipped: owner kind {kind} brings its own gang scheduling"
+        ))));
+    }
+
+    let name = group_name(pod, request_uid)?;
+    let queue = labels::get(pod, Meta::Annotations, labels::QUEUE_NAME)
+        .or(namespace_queue)
+        .unwrap_or(&cfg.default_queue);
+    let mut group_spec = json!({
+        "minMember": 1,
+        "queue": queue,
+        "minResources": min_resources(spec),
+    });
+    if let Some(priority) = spec["priorityClassName"].as_str().filter(|p| !p.is_empty()) {
+        group_spec["priorityClassName"] = json!(priority);
+    }
+    let mut group_labels = json!({ labels::MANAGED_BY: labels::MANAGER });
+    let pod_name = pod_name_or_prefix(pod).trim_end_matches(['-', '.']);
+    if labels::is_label_value(pod_name) {
+        group_labels[labels::FOR_POD] = json!(pod_name);
+    }
+    let mut metadata = json!({
+        "name": name,
+        "namespace": namespace,
+        "labels": group_labels,
+        "annotations": { labels::ADMISSION_UID: request_uid },
+    });
+    if let Some(owner) = controller_owner(pod) {
+        metadata["ownerReferences"] = json!([owner]);
+    }
+    let group = json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": group_spec,
+    });
+
+    let mut new_pod = pod.clone();
+    labels::set(&mut new_pod, Meta::Annotations, labels::GROUP_NAME, &name);
+    Ok(Plan::Create(Box::new(GroupPlan {
+        pod: new_pod,
+        group,
+        name,
+    })))
+}
+
+/// Whether a pod with this `spec.schedulerName` (unset: the default scheduler) is one
+/// rayshare groups.
+pub fn scheduled_by_gang_scheduler(scheduler_name: Option<&str>, cfg: &PodGroups) -> bool {
+    let scheduler = scheduler_name.unwrap_or("default-scheduler");
+    cfg.scheduler_names.iter().any(|s| s == scheduler)
+}
+
+fn pod_name_or_prefix(pod: &Value) -> &str {
+    let meta = &pod["metadata"];
+    meta["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .or(meta["generateName"].as_str())
+        .unwrap_or("")
+}
+
+/// The pod's own name; for `generateName` pods, the prefix plus a hash of the admission
+/// request's uid (unique per request; a re-invocation finds the annotation already set).
+pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
+    let meta = &pod["metadata"];
+    if let Some(name) = meta["name"].as_str().filter(|n| !n.is_empty()) {
+        return Ok(name.to_string());
+    }
+    let prefix = meta["generateName"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+        .ok_or("pod has neither name nor generateName")?;
+    let suffix = crate::domain::naming::hashed(request_uid, 10);
+    let mut end = prefix.len().min(253 - suffix.len());
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let prefix = &prefix[..end];
+    Ok(format!("{prefix}{suffix}"))
+}
+
+fn controller_owner(pod: &Value) -> Option<Value> {
+    let owners = pod["metadata"]["ownerReferences"].as_array()?;
+    let owner = owners.iter().find(|o| o["controller"] == true)?;
+    Some(json!({
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["name"],
+        "uid": owner["uid"],
+        "controller": true,
+    }))
+}
+
+fn excluded_owner(pod: &Value, cfg: &PodGroups) -> Option<String> {
+    let owners = pod["metadata"]["ownerReferences"].as_array()?;
+    owners.iter().find_map(|o| {
+        let kind = o["kind"].as_str()?;
+        let group = o["apiVersion"].as_str()?.rsplit_once('/').map(|(g, _)| g);
+        let qualified = group.map(|g| format!("{g}/{kind}"));
+        cfg.excluded_owner_kinds
+            .iter()
+            .find(|k| *k == kind || Some(k.as_str()) == qualified.as_deref())
+            .map(|_| qualified.unwrap_or_else(|| kind.to_string()))
+    })
+}
+
+mod resources;
+pub use resources::min_resources;
+
+#[cfg(test)]
+mod tests;
