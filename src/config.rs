@@ -120,7 +120,15 @@ pub struct PodGroups {
     pub scheduler_names: Vec<String>,
     /// Queue used when neither the pod nor its namespace names one.
     pub default_queue: String,
-    /// Owner kinds (`Kind` or `group/Kind`) that bring their own gang scheduling.
+    /// Group pods without a controller owner (bare pods, as Flyte v1 and v2 make them when
+    /// no owner is set).
+    pub bare_pods: bool,
+    /// Controller-owner kinds (`group/Kind`, `Kind`, or `*` for any) whose pods get a group
+    /// of their own. Pods of other owners are left to Volcano's own controller, which
+    /// groups all pods of one owner together.
+    pub owner_kinds: Vec<String>,
+    /// Owner kinds (`Kind` or `group/Kind`; any owner reference) never grouped: they bring
+    /// their own gang scheduling. Wins over `ownerKinds`.
     pub excluded_owner_kinds: Vec<String>,
     /// Age after which a PodGroup without its pod (and without an owner) is deleted.
     pub orphan_grace_seconds: u64,
@@ -253,6 +261,9 @@ impl Default for PodGroups {
             enabled: true,
             scheduler_names: strings(&["volcano"]),
             default_queue: "default".into(),
+            bare_pods: true,
+            // flytepropeller's owner reference spells its kind in lower case.
+            owner_kinds: strings(&["flyte.lyft.com/flyteworkflow", "flyte.org/TaskAction"]),
             excluded_owner_kinds: strings(&[
                 "batch.volcano.sh/Job",
                 "ray.io/RayCluster",

@@ -39,6 +39,14 @@ pub fn group_for(
     };
     let mut group = plan.group;
     group["metadata"]["name"] = json!(name);
+    // A bare pod owns its group, as Volcano's controller makes it: the garbage collector
+    // deletes the group with the pod. (Admission could not: the pod had no uid yet.)
+    if group["metadata"].get("ownerReferences").is_none() {
+        group["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "v1", "kind": "Pod",
+            "name": pod["metadata"]["name"], "uid": uid, "controller": true,
+        }]);
+    }
     labels::set(&mut group, Meta::Annotations, POD_UID, uid);
     if let Some(instance) = labels::get(pod, Meta::Labels, GROUPED) {
         labels::set(&mut group, Meta::Labels, labels::INSTANCE, instance);
@@ -104,6 +112,26 @@ mod tests {
         assert_eq!(group["spec"]["priorityClassName"], "high");
         assert_eq!(group["spec"]["minResources"]["cpu"], "2");
         assert_eq!(group["metadata"]["annotations"][POD_UID], "pod-uid-1");
+        assert_eq!(
+            group["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "v1", "kind": "Pod", "name": "task-abc12", "uid": "pod-uid-1", "controller": true}])
+        );
+    }
+
+    #[test]
+    fn an_owned_pod_leaves_its_group_to_its_owner() {
+        let mut pod = stored_pod();
+        let owner = json!({"apiVersion": "flyte.org/v1", "kind": "TaskAction", "name": "a", "uid": "ta-uid", "controller": true});
+        pod["metadata"]["ownerReferences"] = json!([owner]);
+        let group = group_for(&pod, None, &PodGroups::default(), "opt-out").unwrap();
+        assert_eq!(group["metadata"]["ownerReferences"], json!([owner]));
+        pod["metadata"]["ownerReferences"][0]["kind"] = json!("StatefulSet");
+        pod["metadata"]["ownerReferences"][0]["apiVersion"] = json!("apps/v1");
+        assert_eq!(
+            group_for(&pod, None, &PodGroups::default(), "opt-out"),
+            None,
+            "Volcano's controller groups a StatefulSet's pods"
+        );
     }
 
     #[rstest]

@@ -160,8 +160,9 @@ async fn adopt(
     group: &Value,
     timeout: Duration,
 ) -> bool {
+    // The list replaces the old pod's owner reference (a merge patch replaces lists).
     let patch = json!({
-        "metadata": { "annotations": {
+        "metadata": { "ownerReferences": group["metadata"]["ownerReferences"], "annotations": {
             POD_UID: group["metadata"]["annotations"][POD_UID],
             labels::ADMITTED_AT: Timestamp::now().to_string(),
         }},

@@ -65,6 +65,48 @@ async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
     assert_eq!(group_of(&pod).as_deref(), Some("named-pod"));
     let group = made(&groups, "named-pod").await;
     assert_eq!(group["spec"]["queue"], "default");
+    // A bare pod owns its group (the garbage collector deletes it with the pod).
+    assert_eq!(
+        group["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "named-pod",
+            "uid": pod.metadata.uid, "controller": true}])
+    );
+
+    // Flyte's pods (v1 spells its owner's kind in lower case) get their own group, with the
+    // scheduling hints Volcano's controller would copy; a ReplicaSet's pods are left to
+    // Volcano's controller (one group per owner).
+    let owned = |name: &str, api_version: &str, kind: &str| {
+        let mut pod = sample("volcano-pod.yaml");
+        pod["metadata"] = json!({"name": name,
+            "annotations": {"volcano.sh/preemptable": "false", "volcano.sh/jdb-max-unavailable": "1"},
+            "labels": {"volcano.sh/cooldown-time": "600s"},
+            "ownerReferences": [{"apiVersion": api_version, "kind": kind, "name": "owner",
+                "uid": "0f0e7a4e-2a8e-4c56-9d6b-6c1d3f3b2a10", "controller": true}]});
+        pod
+    };
+    for (name, api_version, kind) in [
+        ("flyte-v1", "flyte.lyft.com/v1alpha1", "flyteworkflow"),
+        ("flyte-v2", "flyte.org/v1", "TaskAction"),
+    ] {
+        let pod = create_pod(&env, &env.ns, owned(name, api_version, kind)).await;
+        assert_eq!(group_of(&pod).as_deref(), Some(name));
+        let group = made(&groups, name).await;
+        assert_eq!(group["metadata"]["ownerReferences"][0]["kind"], kind);
+        assert_eq!(
+            group["metadata"]["annotations"]["volcano.sh/preemptable"],
+            "false"
+        );
+        assert_eq!(
+            group["metadata"]["annotations"]["volcano.sh/jdb-max-unavailable"],
+            "1"
+        );
+        assert_eq!(
+            group["metadata"]["labels"]["volcano.sh/cooldown-time"],
+            "600s"
+        );
+    }
+    let replica = create_pod(&env, &env.ns, owned("replica", "apps/v1", "ReplicaSet")).await;
+    assert_eq!(group_of(&replica), None, "left to Volcano's controller");
 
     // Untouched: a pod that has a group, a non-volcano pod, any pod in a disabled namespace.
     let mut has_group = sample("volcano-pod.yaml");
@@ -96,13 +138,14 @@ async fn volcano_pods_get_their_own_group_and_others_are_untouched() {
             .unwrap()
             .items
             .len(),
-        2
+        4
     );
 }
 
 #[tokio::test]
 async fn orphaned_groups_are_reconciled_away() {
-    let config = "podGroups:\n  orphanGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
+    // ConfigMap owners are grouped here, to test an owner that outlives its pods.
+    let config = "podGroups:\n  ownerKinds: [ConfigMap]\n  orphanGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
     let env = TestEnv::new("orphans", config, 1).await;
     let groups = env.api(&pod_group_resource(), &env.ns);
     let pods = Api::<Pod>::namespaced(env.admin.clone(), &env.ns);

@@ -46,10 +46,15 @@ pub fn plan(
             "rayshare: PodGroup skipped: annotation {opt_out}=true"
         ))));
     }
-    if let Some(kind) = excluded_owner(pod, cfg) {
-        return Ok(Plan::Skip(Some(format!(
-            "rayshare: PodGroup skipped: owner kind {kind} brings its own gang scheduling"
-        ))));
+    match owners::allowed(pod, cfg) {
+        Ok(()) => {}
+        Err(Refusal::Excluded(kind)) => {
+            return Ok(Plan::Skip(Some(format!(
+                "rayshare: PodGroup skipped: owner kind {kind} brings its own gang scheduling"
+            ))));
+        }
+        // Volcano's own controller groups these pods, as their owner expects.
+        Err(Refusal::NotListed(_) | Refusal::Bare) => return Ok(Plan::Skip(None)),
     }
 
     let name = group_name(pod, request_uid)?;
@@ -64,16 +69,18 @@ pub fn plan(
     if let Some(priority) = spec["priorityClassName"].as_str().filter(|p| !p.is_empty()) {
         group_spec["priorityClassName"] = json!(priority);
     }
-    let mut group_labels = json!({ labels::MANAGED_BY: labels::MANAGER });
+    let (mut group_labels, mut group_annotations) = hints::copied(pod);
+    group_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
+    group_annotations.insert(labels::ADMISSION_UID.into(), json!(request_uid));
     let pod_name = pod_name_or_prefix(pod).trim_end_matches(['-', '.']);
     if labels::is_label_value(pod_name) {
-        group_labels[labels::FOR_POD] = json!(pod_name);
+        group_labels.insert(labels::FOR_POD.into(), json!(pod_name));
     }
     let mut metadata = json!({
         "name": name,
         "namespace": namespace,
         "labels": group_labels,
-        "annotations": { labels::ADMISSION_UID: request_uid },
+        "annotations": group_annotations,
     });
     if let Some(owner) = controller_owner(pod) {
         metadata["ownerReferences"] = json!([owner]);
@@ -142,21 +149,12 @@ fn controller_owner(pod: &Value) -> Option<Value> {
     }))
 }
 
-fn excluded_owner(pod: &Value, cfg: &PodGroups) -> Option<String> {
-    let owners = pod["metadata"]["ownerReferences"].as_array()?;
-    owners.iter().find_map(|o| {
-        let kind = o["kind"].as_str()?;
-        let group = o["apiVersion"].as_str()?.rsplit_once('/').map(|(g, _)| g);
-        let qualified = group.map(|g| format!("{g}/{kind}"));
-        cfg.excluded_owner_kinds
-            .iter()
-            .find(|k| *k == kind || Some(k.as_str()) == qualified.as_deref())
-            .map(|_| qualified.unwrap_or_else(|| kind.to_string()))
-    })
-}
-
+mod hints;
+pub mod owners;
 mod resources;
 pub use resources::min_resources;
+
+use owners::Refusal;
 
 #[cfg(test)]
 mod tests;

@@ -65,6 +65,8 @@ fn queue_precedence(#[case] pod_q: Option<&str>, #[case] ns_q: Option<&str>, #[c
 #[case::opt_out(json!({"metadata": {"annotations": {"rayshare.io/skip": "true"}}}), true)]
 #[case::volcano_job(json!({"metadata": {"ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j", "uid": "u", "controller": true}]}}), true)]
 #[case::ray(json!({"metadata": {"ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "c", "uid": "u"}]}}), true)]
+#[case::deployment_left_to_volcano(json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": true}]}}), false)]
+#[case::batch_job_left_to_volcano(json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": true}]}}), false)]
 fn pods_that_do_not_qualify(#[case] overlay: Value, #[case] warns: bool) {
     let mut pod = sample();
     json_patch::merge(&mut pod, &overlay);
@@ -75,16 +77,30 @@ fn pods_that_do_not_qualify(#[case] overlay: Value, #[case] warns: bool) {
 }
 
 #[test]
-fn batch_job_owner_is_kept_and_priority_copied() {
+fn flyte_owner_is_kept_and_priority_and_hints_copied() {
     let mut pod = sample();
-    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true, "blockOwnerDeletion": true}]);
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "flyte.lyft.com/v1alpha1", "kind": "flyteworkflow", "name": "j", "uid": "u1", "controller": true, "blockOwnerDeletion": true}]);
+    labels::set(
+        &mut pod,
+        Meta::Annotations,
+        "volcano.sh/preemptable",
+        "false",
+    );
     pod["spec"]["priorityClassName"] = json!("high");
     let p = created(&pod, None);
     assert_eq!(
         p.group["metadata"]["ownerReferences"],
-        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true}])
+        json!([{"apiVersion": "flyte.lyft.com/v1alpha1", "kind": "flyteworkflow", "name": "j", "uid": "u1", "controller": true}])
     );
     assert_eq!(p.group["spec"]["priorityClassName"], "high");
+    assert_eq!(
+        p.group["metadata"]["annotations"]["volcano.sh/preemptable"],
+        "false"
+    );
+    assert_eq!(
+        p.group["metadata"]["annotations"][labels::ADMISSION_UID],
+        "uid-1"
+    );
 }
 
 #[rstest]
