@@ -108,15 +108,21 @@ const KWOK_STAGES: &[&str] = &[
     "pod/fast/pod-delete.yaml",
 ];
 
-/// kube-scheduler's config: no leader election; besides the default profile a profile
-/// named `volcano`, so pods that KubeRay (`--batch-scheduler=volcano`) hands to Volcano
-/// get placed too. It stands in for Volcano's scheduler without its gang semantics.
-fn scheduler_config(kubeconfig: &Path) -> String {
+/// kube-scheduler's config: no leader election; besides the default profile, unless the
+/// real Volcano scheduler runs (tests/volcano), a profile named `volcano`, so pods that
+/// KubeRay (`--batch-scheduler=volcano`) hands to Volcano get placed too. It stands in for
+/// Volcano's scheduler without its gang semantics.
+fn scheduler_config(kubeconfig: &Path, volcano_stand_in: bool) -> String {
+    let stand_in = if volcano_stand_in {
+        "- schedulerName: volcano\n"
+    } else {
+        ""
+    };
     format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
          clientConnection:\n  kubeconfig: {}\n  qps: 100\n  burst: 200\n\
          leaderElection:\n  leaderElect: false\n\
-         profiles:\n- schedulerName: default-scheduler\n- schedulerName: volcano\n",
+         profiles:\n- schedulerName: default-scheduler\n{stand_in}",
         kubeconfig.display()
     )
 }
@@ -128,10 +134,12 @@ pub struct World {
     pub nodes: Vec<String>,
 }
 
-pub static WORLD: LazyLock<World> = LazyLock::new(World::start);
+pub static WORLD: LazyLock<World> = LazyLock::new(|| World::start(true));
+/// The world for the real Volcano scheduler: no kube-scheduler profile named `volcano`.
+pub static WORLD_FOR_VOLCANO: LazyLock<World> = LazyLock::new(|| World::start(false));
 
 impl World {
-    fn start() -> Self {
+    fn start(volcano_stand_in: bool) -> Self {
         let cp = &*CONTROL_PLANE;
         let started = Instant::now();
         let kwok = run_script(&repo().join("tests/tools/build-kwok.sh"));
@@ -142,7 +150,7 @@ impl World {
         let pki = cp.dir.join("pki");
 
         let scheduler_yaml = dir.join("kube-scheduler.yaml");
-        std::fs::write(&scheduler_yaml, scheduler_config(admin)).unwrap();
+        std::fs::write(&scheduler_yaml, scheduler_config(admin, volcano_stand_in)).unwrap();
         let mut scheduler = supervised(&cp.bin);
         scheduler
             .arg("kube-scheduler")

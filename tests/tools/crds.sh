@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CRDs every test world installs, read from the same Go modules as the programs that
 # serve them: KubeRay's from ray-operator at the version tests/tools/kuberay/go.mod pins
-# (the operator the tests run), Volcano's PodGroup and Queue from volcano.sh/volcano.
+# (the operator the tests run); Volcano's PodGroup and Queue, and the Command and
+# Numatopology its scheduler and controllers watch, from volcano.sh/volcano.
 #
 #   tests/tools/crds.sh   -> prints the directory holding the CRD files (stdout only)
 #
@@ -20,7 +21,7 @@ VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
 # "module|version|directory in the module|CRD files"
 sources=(
   "github.com/ray-project/kuberay/ray-operator|$KUBERAY_VERSION|config/crd/bases|ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml ray.io_raycronjobs.yaml"
-  "volcano.sh/volcano|$VOLCANO_VERSION|config/crd/volcano/bases|scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml"
+  "volcano.sh/volcano|$VOLCANO_VERSION|config/crd/volcano/bases|scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml bus.volcano.sh_commands.yaml nodeinfo.volcano.sh_numatopologies.yaml"
 )
 
 key="$(printf '%s\n' "${sources[@]}" | sha256sum | cut -c1-16)"
