@@ -1,10 +1,15 @@
 //! Micro-benchmarks of the pure mutation code on the samples (criterion).
 //!
 //!     cargo bench --bench mutate
+//!     cargo bench --bench mutate -- --instructions    # one call per kind, under callgrind
 //!
 //! Under `cargo test` (no `--bench` argument) each case runs once, as a smoke test.
 
 use std::hint::black_box;
+
+// The server's allocator: its cost is part of every request.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::Criterion;
 use serde_json::{Value, json};
@@ -251,13 +256,47 @@ fn cases() -> Vec<Case> {
         ));
     }
 
-    // Body in, body out.
+    // Body in, body out: the cases `--instructions` counts, with their baselines.
+    let mut plain = pod.clone();
+    plain["spec"]["schedulerName"] = json!("default-scheduler");
+    for (name, object) in [
+        ("baseline: parse pod review as a JSON tree", &pod),
+        ("baseline: parse rayjob review as a JSON tree", &rayjob_b),
+    ] {
+        let body = review(object, false);
+        cases.push((
+            name,
+            Box::new(move || {
+                let tree: Value = serde_json::from_slice(black_box(&body)).expect("JSON");
+                black_box(tree);
+            }),
+        ));
+    }
+    cases.push(handle_case(
+        "handle plain pod review, no change (parse+admit+answer)",
+        review(&plain, false),
+        &cfg,
+        MemoryWorld::default(),
+    ));
     cases.push(handle_case(
         "handle volcano-pod review (parse+admit+answer)",
         review(&pod, true),
         &cfg,
         MemoryWorld::default(),
     ));
+    {
+        let world = world_with_shared_cluster(&rayjob_a, &cfg);
+        let name = world.created()[0]["metadata"]["name"]
+            .as_str()
+            .expect("cluster name")
+            .to_string();
+        cases.push(handle_case(
+            "handle worker pod review, single-host (parse+admit+answer)",
+            review(&worker_pod(&name, "cpu"), false),
+            &cfg,
+            world,
+        ));
+    }
     cases.push(handle_case(
         "handle rayjob-run-b review (parse+admit+answer)",
         review(&rayjob_b, false),
@@ -267,7 +306,103 @@ fn cases() -> Vec<Case> {
     cases
 }
 
+/// The one call callgrind counts (`--toggle-collect`).
+#[inline(never)]
+fn measured(f: &mut dyn FnMut()) {
+    f();
+}
+
+/// `--one NAME`: runs case NAME a few times to warm up, then once in `measured`.
+fn run_one(name: &str) {
+    let (_, mut f) = cases()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no case {name}"));
+    for _ in 0..3 {
+        f();
+    }
+    measured(&mut f);
+}
+
+/// Instructions of one call of each body-in/body-out case, counted by callgrind in a child
+/// process; a ratio to the baseline of the same kind (the review parsed as a JSON tree),
+/// counted in the same run.
+fn count_instructions() {
+    let exe = std::env::current_exe().expect("own path");
+    let dir = std::env::var("RAYSHARE_BENCH_OUT").unwrap_or_else(|_| "target/bench".into());
+    std::fs::create_dir_all(&dir).expect("output directory");
+    let counted = |name: &str| -> Option<u64> {
+        let out = format!("{dir}/callgrind.out.one");
+        let status = std::process::Command::new("valgrind")
+            .args(["--tool=callgrind", "--toggle-collect=*measured*"])
+            .arg(format!("--callgrind-out-file={out}"))
+            .arg(&exe)
+            .args(["--one", name])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        let text = std::fs::read_to_string(&out).ok()?;
+        let _ = std::fs::remove_file(&out);
+        if !status.success() {
+            return None;
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("totals: ").or(l.strip_prefix("summary: ")))
+            .and_then(|n| n.trim().parse().ok())
+    };
+    if counted("baseline: parse pod review as a JSON tree").is_none() {
+        eprintln!("instructions: skipped (valgrind's callgrind is not available)");
+        return;
+    }
+    let mut rows = vec![
+        "| one request, in process | instructions | / baseline (review parsed as a JSON tree) |"
+            .to_string(),
+        "|---|---:|---:|".into(),
+    ];
+    let names: Vec<&str> = cases().iter().map(|(n, _)| *n).collect();
+    let (pod_base, job_base) = (
+        counted(
+            names[names
+                .iter()
+                .position(|n| n.contains("parse pod review"))
+                .unwrap()],
+        ),
+        counted(
+            names[names
+                .iter()
+                .position(|n| n.contains("parse rayjob review"))
+                .unwrap()],
+        ),
+    );
+    for name in names
+        .iter()
+        .filter(|n| n.starts_with("handle ") || n.starts_with("baseline:"))
+    {
+        let n = counted(name).unwrap_or(0);
+        let base = if name.contains("rayjob") {
+            job_base
+        } else {
+            pod_base
+        };
+        let ratio = base.map_or(0.0, |b| n as f64 / b as f64);
+        rows.push(format!("| {name} | {n} | {ratio:.2} |"));
+    }
+    let text = rows.join("\n");
+    println!("{text}");
+    std::fs::write(format!("{dir}/instructions.md"), text + "\n").expect("instructions.md");
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--one") {
+        run_one(&args[i + 1]);
+        return;
+    }
+    if args.iter().any(|a| a == "--instructions") {
+        count_instructions();
+        return;
+    }
     if !std::env::args().any(|a| a == "--bench") {
         // `cargo test --benches`: run each case once.
         for (name, mut f) in cases() {

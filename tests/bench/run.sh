@@ -10,12 +10,16 @@
 #
 # 1. builds (or reuses) the local control plane (tests/controlplane);
 # 2. criterion micro-benchmarks of the pure mutation code: cargo bench --bench mutate;
-# 3. the load benchmark: cargo bench --bench load (starts the control plane, rayshare
+# 3. instructions of one request per kind, counted by callgrind (exact, unlike the
+#    wall clock on a shared machine): cargo bench --bench mutate -- --instructions;
+# 4. bursts through the API server: cargo bench --bench bursts;
+# 5. the load benchmark: cargo bench --bench load (starts the control plane, rayshare
 #    and the floor server, drives them over TLS on 127.0.0.1);
-# 4. plots latency against offered load (Python matplotlib, installed into a venv
+# 6. plots latency against offered load (Python matplotlib, installed into a venv
 #    under target/bench when missing).
 #
-# Results: target/bench/results.json, summary.md, latency.png, mutate.txt.
+# Results: target/bench/results.json, summary.md, latency.png, mutate.txt, instructions.md,
+# bursts.md.
 # Not part of tests/run.sh: under `cargo test` the benches run each case once or skip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -41,6 +45,12 @@ if [[ -z "${BENCH_SKIP_MICRO:-}" ]]; then
   [[ -n "$quick" ]] && micro_args=(--warm-up-time 0.5 --measurement-time 1)
   cargo bench --bench mutate -- "${micro_args[@]}" 2>&1 | tee "$out/mutate.txt"
 fi
+
+step "instructions per request (callgrind): cargo bench --bench mutate -- --instructions"
+cargo bench --bench mutate -- --instructions
+
+step "bursts: cargo bench --bench bursts (RayJobs, a multi-host slice, Volcano pods)"
+cargo bench --bench bursts
 
 step "load benchmark: cargo bench --bench load"
 cargo bench --bench load -- "$@"
