@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{StreamExt, stream};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -28,6 +29,8 @@ use super::Key;
 
 /// Stored pods are looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
+/// Creates in flight at once.
+const IN_FLIGHT: usize = 16;
 
 pub fn spawn(
     world: Arc<KubeWorld>,
@@ -51,18 +54,24 @@ pub fn spawn(
             let Some(keys) = super::next_keys(&mut wakeups, &mut resync, all).await else {
                 return;
             };
-            for (ns, name) in keys {
-                let Some(pod) = world.stored_pod(&ns, &name) else {
-                    continue;
-                };
-                let Some(uid) = pod.uid() else { continue };
-                if done.contains(&uid) {
-                    continue;
-                }
-                if look(&world, &config, &metrics, &pod).await {
-                    done.insert(uid);
-                }
-            }
+            let pods: Vec<_> = keys
+                .into_iter()
+                .filter_map(|(ns, name)| world.stored_pod(&ns, &name))
+                .filter(|pod| pod.uid().is_some_and(|uid| !done.contains(&uid)))
+                .collect();
+            // A burst of pods is a burst of creates: several in flight, not one at a time.
+            let looked: Vec<(String, bool)> = stream::iter(pods)
+                .map(|pod| {
+                    let (world, config, metrics) = (&world, &config, &metrics);
+                    async move {
+                        let settled = look(world, config, metrics, &pod).await;
+                        (pod.uid().unwrap_or_default(), settled)
+                    }
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .collect()
+                .await;
+            done.extend(looked.into_iter().filter(|(_, s)| *s).map(|(uid, _)| uid));
             metrics.provision_passes.inc();
         }
     })
