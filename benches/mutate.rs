@@ -147,17 +147,15 @@ fn cases() -> Vec<Case> {
     {
         let (pod, cfg) = (pod.clone(), cfg.clone());
         cases.push((
-            "pod_group::plan volcano-pod",
+            "pod_group::plan+group volcano-pod",
             Box::new(move || {
-                let plan = pod_group::plan(
-                    black_box(&pod),
-                    "team",
-                    "6f1c1f0e-1d5e-4c4b-9a51-0b1f3d6e2a11",
-                    None,
-                    &cfg.pod_groups,
-                    &cfg.opt_out_annotation,
-                );
-                assert!(matches!(plan, Ok(pod_group::Plan::Create(_))));
+                let uid = "6f1c1f0e-1d5e-4c4b-9a51-0b1f3d6e2a11";
+                let plan = pod_group::plan(black_box(&pod), uid, &cfg.pod_groups, "skip");
+                let Ok(pod_group::Plan::Create { name }) = plan else {
+                    panic!("expected a group, got {plan:?}");
+                };
+                let group = pod_group::group(&pod, "team", uid, &name, None, &cfg.pod_groups);
+                black_box(group.expect("a group"));
             }),
         ));
     }

@@ -12,16 +12,13 @@ use crate::world::World;
 impl<W: World> Work<'_, W> {
     pub(super) async fn pod_group(&mut self) {
         let cfg = &self.cfg.pod_groups;
-        let queue = self.world.namespace_queue(&self.namespace);
         let plan = pod_group::plan(
             self.object(),
-            &self.namespace,
             &self.req.uid,
-            queue.as_deref(),
             cfg,
             &self.cfg.opt_out_annotation,
         );
-        let group = match plan {
+        let name = match plan {
             Err(why) => {
                 let msg = format!(
                     "rayshare: no PodGroup for this pod, its shape was not understood: {why}"
@@ -32,16 +29,16 @@ impl<W: World> Work<'_, W> {
                 self.warnings.extend(warning);
                 return;
             }
-            Ok(pod_group::Plan::Create(g)) => *g,
+            Ok(pod_group::Plan::Create { name }) => name,
         };
         if !self.req.dry_run {
             self.count(|m| &m.planned, "PodGroup");
         }
         self.warnings
-            .push(format!("rayshare: in Volcano PodGroup {}", group.name));
-        let mut pod = group.pod;
+            .push(format!("rayshare: in Volcano PodGroup {name}"));
+        let mut pod = self.object().clone();
+        labels::set(&mut pod, Meta::Annotations, labels::GROUP_NAME, &name);
         labels::set(&mut pod, Meta::Labels, GROUPED, &self.cfg.instance);
         self.changed = Some(pod);
-        self.ensured.push(group.group);
     }
 }

@@ -32,12 +32,10 @@ pub fn group_for(
     bare["metadata"]["annotations"]
         .as_object_mut()?
         .remove(labels::GROUP_NAME);
-    let Ok(Plan::Create(plan)) =
-        pod_group::plan(&bare, namespace, uid, namespace_queue, cfg, opt_out)
-    else {
+    let Ok(Plan::Create { .. }) = pod_group::plan(&bare, uid, cfg, opt_out) else {
         return None;
     };
-    let mut group = plan.group;
+    let mut group = pod_group::group(&bare, namespace, uid, name, namespace_queue, cfg).ok()?;
     group["metadata"]["name"] = json!(name);
     // A bare pod owns its group, as Volcano's controller makes it: the garbage collector
     // deletes the group with the pod. (Admission could not: the pod had no uid yet.)

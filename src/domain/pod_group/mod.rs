@@ -9,28 +9,14 @@ use crate::domain::labels::Meta;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Skip(Option<String>),
-    Create(Box<GroupPlan>),
+    /// The pod gets group `name`: admission names it on the pod, the provisioner makes
+    /// it ([`group`]) from the stored pod.
+    Create { name: String },
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroupPlan {
-    /// The pod with its group annotation.
-    pub pod: Value,
-    /// The PodGroup to create.
-    pub group: Value,
-    pub name: String,
-}
-
-/// Plans the PodGroup of a pod CREATE. `namespace_queue` is the namespace's queue
-/// annotation, as the shell's namespace cache knows it.
-pub fn plan(
-    pod: &Value,
-    namespace: &str,
-    request_uid: &str,
-    namespace_queue: Option<&str>,
-    cfg: &PodGroups,
-    opt_out: &str,
-) -> Result<Plan, String> {
+/// Whether a pod CREATE gets a group, and its name. Reads only the pod's metadata and
+/// `spec.schedulerName`: admission plans from the few fields triage read, not the pod.
+pub fn plan(pod: &Value, request_uid: &str, cfg: &PodGroups, opt_out: &str) -> Result<Plan, String> {
     let spec = pod
         .get("spec")
         .filter(|s| s.is_object())
@@ -56,8 +42,26 @@ pub fn plan(
         // Volcano's own controller groups these pods, as their owner expects.
         Err(Refusal::NotListed(_) | Refusal::Bare) => return Ok(Plan::Skip(None)),
     }
+    Ok(Plan::Create {
+        name: group_name(pod, request_uid)?,
+    })
+}
 
-    let name = group_name(pod, request_uid)?;
+/// The PodGroup `name` of a pod: queue and priority from the pod (or its namespace's
+/// queue annotation, `namespace_queue`), `minResources` its effective request, Volcano's
+/// hints copied, owned by the pod's controller owner.
+pub fn group(
+    pod: &Value,
+    namespace: &str,
+    request_uid: &str,
+    name: &str,
+    namespace_queue: Option<&str>,
+    cfg: &PodGroups,
+) -> Result<Value, String> {
+    let spec = pod
+        .get("spec")
+        .filter(|s| s.is_object())
+        .ok_or("pod has no spec")?;
     let queue = labels::get(pod, Meta::Annotations, labels::QUEUE_NAME)
         .or(namespace_queue)
         .unwrap_or(&cfg.default_queue);
@@ -85,20 +89,12 @@ pub fn plan(
     if let Some(owner) = controller_owner(pod) {
         metadata["ownerReferences"] = json!([owner]);
     }
-    let group = json!({
+    Ok(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
         "metadata": metadata,
         "spec": group_spec,
-    });
-
-    let mut new_pod = pod.clone();
-    labels::set(&mut new_pod, Meta::Annotations, labels::GROUP_NAME, &name);
-    Ok(Plan::Create(Box::new(GroupPlan {
-        pod: new_pod,
-        group,
-        name,
-    })))
+    }))
 }
 
 /// Whether a pod with this `spec.schedulerName` (unset: the default scheduler) is one

@@ -9,9 +9,17 @@ fn sample() -> Value {
     serde_norway::from_str(include_str!("../../../deploy/samples/volcano-pod.yaml")).unwrap()
 }
 
-fn created(pod: &Value, ns_queue: Option<&str>) -> GroupPlan {
-    match plan(pod, "ns", "uid-1", ns_queue, &cfg(), "rayshare.io/skip").unwrap() {
-        Plan::Create(p) => *p,
+struct Created {
+    name: String,
+    group: Value,
+}
+
+fn created(pod: &Value, ns_queue: Option<&str>) -> Created {
+    match plan(pod, "uid-1", &cfg(), "rayshare.io/skip").unwrap() {
+        Plan::Create { name } => Created {
+            group: group(pod, "ns", "uid-1", &name, ns_queue, &cfg()).unwrap(),
+            name,
+        },
         other => panic!("{other:?}"),
     }
 }
@@ -21,10 +29,7 @@ fn sample_pod_gets_a_group() {
     let p = created(&sample(), None);
     assert!(p.name.starts_with("pod-task-"));
     assert_eq!(p.name.len(), "pod-task-".len() + 10);
-    assert_eq!(
-        p.pod["metadata"]["annotations"][labels::GROUP_NAME],
-        json!(p.name)
-    );
+    assert_eq!(p.group["metadata"]["name"], json!(p.name));
     assert_eq!(p.group["spec"]["queue"], "research");
     assert_eq!(p.group["spec"]["minMember"], 1);
     // init container (2 CPU) beats the app containers' 750m; memory: 1Gi vs 640Mi.
@@ -70,7 +75,7 @@ fn queue_precedence(#[case] pod_q: Option<&str>, #[case] ns_q: Option<&str>, #[c
 fn pods_that_do_not_qualify(#[case] overlay: Value, #[case] warns: bool) {
     let mut pod = sample();
     json_patch::merge(&mut pod, &overlay);
-    match plan(&pod, "ns", "u", None, &cfg(), "rayshare.io/skip").unwrap() {
+    match plan(&pod, "u", &cfg(), "rayshare.io/skip").unwrap() {
         Plan::Skip(w) => assert_eq!(w.is_some(), warns),
         other => panic!("{other:?}"),
     }
@@ -124,7 +129,8 @@ fn long_multibyte_generate_names_do_not_panic() {
 
 #[test]
 fn odd_pods_are_errors() {
-    assert!(plan(&json!({"spec": 1}), "ns", "u", None, &cfg(), "x").is_err());
+    assert!(plan(&json!({"spec": 1}), "u", &cfg(), "x").is_err());
+    assert!(group(&json!({"spec": 1}), "ns", "u", "g", None, &cfg()).is_err());
     let nameless = json!({"spec": {"schedulerName": "volcano"}});
-    assert!(plan(&nameless, "ns", "u", None, &cfg(), "x").is_err());
+    assert!(plan(&nameless, "u", &cfg(), "x").is_err());
 }
