@@ -69,8 +69,16 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
         let request = request_for(doc, namespace, index)?;
         let before = world.created().len();
         let admission = admission::admit(&request, config, &world, None).await;
-        let provisioned = admission
-            .object
+        // The object as stored: admission's, or (when it planned from the fields triage
+        // read) the request's object with the patch applied.
+        let stored = admission.object.clone().or_else(|| {
+            let mut object = request.parse_object().ok().flatten()?;
+            if let Some(patch) = &admission.verdict.patch {
+                json_patch::patch(&mut object, patch).ok()?;
+            }
+            Some(object)
+        });
+        let provisioned = stored
             .clone()
             .filter(|_| admission.verdict.allowed)
             .and_then(|mut stored| {
@@ -90,10 +98,7 @@ pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mut
             .map(|p| json!(p))
             .unwrap_or(json!([]));
         results.push(Mutated {
-            object: admission
-                .object
-                .or_else(|| request.parse_object().ok().flatten())
-                .unwrap_or(Value::Null),
+            object: stored.unwrap_or(Value::Null),
             patch,
             creates: if creates.len() > before {
                 provisioned.map_or(admission.ensured, |c| vec![c])

@@ -20,6 +20,7 @@ pub use review::{AdmissionRequest, GroupVersionKind, ReviewError, Verdict, parse
 
 use crate::cause::Cause;
 use crate::config::Config;
+use crate::domain::labels;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::World;
 use work::Work;
@@ -74,7 +75,8 @@ impl Outcome {
 pub struct Admission {
     pub verdict: Verdict,
     pub outcome: Outcome,
-    /// The object as it will be stored (for `rayshare mutate`); `None` when untouched.
+    /// The object as it will be stored (for `rayshare mutate`); `None` when untouched, or
+    /// when only what triage read was looked at (then: the object with the patch applied).
     pub object: Option<Value>,
     /// Objects rayshare created or found for this request.
     pub ensured: Vec<Value>,
@@ -166,16 +168,27 @@ pub async fn work<W: World>(
     let Some(kind) = target(req, cfg) else {
         return Admission::untouched(Outcome::Ignored);
     };
-    let original = match req.parse_object() {
-        Ok(Some(v @ Value::Object(_))) => v,
-        Ok(_) => return no_object(metrics),
-        Err(e) => {
-            let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
-            return Admission::failed_open(Cause::OddObject, warning, metrics);
-        }
-    };
     let no_head = triage::Head::default();
     let head = req.head.as_ref().unwrap_or(&no_head);
+    // A pod that can only get a group is planned from what triage read; the rest from the
+    // whole object.
+    let worker = labels::get(head.view(), labels::Meta::Labels, labels::RAY_NODE_TYPE);
+    let whole = kind == Kind::RayJob
+        || req.head.is_none()
+        || head.odd()
+        || cfg.indices.enabled && worker == Some("worker");
+    let original = if whole {
+        match req.parse_object() {
+            Ok(Some(v @ Value::Object(_))) => v,
+            Ok(_) => return no_object(metrics),
+            Err(e) => {
+                let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
+                return Admission::failed_open(Cause::OddObject, warning, metrics);
+            }
+        }
+    } else {
+        head.view().clone()
+    };
     let namespace = head.namespace(&req.namespace).to_string();
     let mut work = Work {
         req,
@@ -212,7 +225,7 @@ pub async fn work<W: World>(
         return Admission {
             verdict: Verdict::deny(warnings.join("; "), warnings),
             outcome: Outcome::Denied(cause),
-            object: Some(original),
+            object: whole.then_some(original),
             ensured,
         };
     }
@@ -236,7 +249,7 @@ pub async fn work<W: World>(
     Admission {
         verdict,
         outcome,
-        object: Some(changed.unwrap_or(original)),
+        object: whole.then(|| changed.unwrap_or(original)),
         ensured,
     }
 }

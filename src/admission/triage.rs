@@ -26,8 +26,10 @@ use crate::domain::{indices, labels, pod_group};
 pub struct Head {
     odd: bool,
     namespace: Option<String>,
-    /// `{"metadata": {"labels": .., "annotations": ..}}`: the shape `labels::get` and the
-    /// planners that read only those take, built once.
+    /// The fields triage read, in the object's own shape (only those present):
+    /// `{"metadata": {labels, annotations, name, generateName, ownerReferences},
+    /// "spec": {schedulerName}}`. `labels::get` and the planners that read only those
+    /// take it; for a pod that only needs a group it stands in for the object.
     view: Value,
     /// `None` when missing.
     spec: Option<HeadSpec>,
@@ -42,6 +44,16 @@ struct HeadSpec {
 }
 
 impl Head {
+    /// What triage read, in the object's shape (see the field).
+    pub fn view(&self) -> &Value {
+        &self.view
+    }
+
+    /// The object's top level or metadata or spec was not a map.
+    pub fn odd(&self) -> bool {
+        self.odd
+    }
+
     /// The object's namespace, as the request names it or else as the object does.
     pub fn namespace<'a>(&'a self, requested: &'a str) -> &'a str {
         Some(requested)
@@ -104,6 +116,9 @@ enum Key {
     Metadata,
     Spec,
     Namespace,
+    Name,
+    GenerateName,
+    OwnerReferences,
     Labels,
     Annotations,
     SchedulerName,
@@ -117,8 +132,8 @@ enum Key {
 #[derive(Default)]
 struct Meta {
     namespace: Option<String>,
-    labels: Value,
-    annotations: Value,
+    /// In the object's order of keys: the view's metadata.
+    view: serde_json::Map<String, Value>,
 }
 
 // In all three: later duplicates of a key win, as they do in a `serde_json::Value`.
@@ -130,18 +145,18 @@ impl Fields for Head {
                 Key::Metadata => {
                     let MapOr(meta) = map.next_value::<MapOr<Meta>>()?;
                     head.odd |= meta.is_none();
-                    let Meta {
-                        namespace,
-                        labels,
-                        annotations,
-                    } = meta.unwrap_or_default();
+                    let Meta { namespace, view } = meta.unwrap_or_default();
                     head.namespace = namespace;
-                    head.view =
-                        json!({ "metadata": { "labels": labels, "annotations": annotations } });
+                    head.view["metadata"] = Value::Object(view);
                 }
                 Key::Spec => {
                     let MapOr(spec) = map.next_value::<MapOr<HeadSpec>>()?;
                     head.odd |= spec.is_none();
+                    let scheduler = spec.as_ref().map(|s| &s.scheduler_name);
+                    head.view["spec"] = match scheduler.filter(|s| !s.is_null()) {
+                        Some(name) => json!({ "schedulerName": name }),
+                        None => json!({}),
+                    };
                     head.spec = spec;
                 }
                 _ => {
@@ -161,14 +176,28 @@ impl Fields for Meta {
                 Key::Namespace => {
                     meta.namespace = map.next_value::<Value>()?.as_str().map(Into::into)
                 }
-                Key::Labels => meta.labels = map.next_value()?,
-                Key::Annotations => meta.annotations = map.next_value()?,
+                Key::Name => meta.keep("name", map.next_value()?),
+                Key::GenerateName => meta.keep("generateName", map.next_value()?),
+                Key::OwnerReferences => meta.keep("ownerReferences", map.next_value()?),
+                Key::Labels => meta.keep("labels", map.next_value()?),
+                Key::Annotations => meta.keep("annotations", map.next_value()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
         Ok(meta)
+    }
+}
+
+impl Meta {
+    /// A field for the view; `null` counts as absent, as the API server treats it.
+    fn keep(&mut self, key: &str, value: Value) {
+        if value.is_null() {
+            self.view.remove(key);
+        } else {
+            self.view.insert(key.into(), value);
+        }
     }
 }
 
@@ -477,17 +506,20 @@ mod tests {
         }
     }
 
-    /// What the review's pass skipped unread can still be malformed: the full parse says so.
+    /// What the review's pass skipped unread can still be malformed: the full parse, when
+    /// a feature needs the whole object (here indices, for a Ray worker pod), says so. A pod
+    /// that can only get a group is planned from the fields triage read: the rest is the
+    /// API server's, which decoded the object before asking.
     #[rstest]
     #[case::lone_surrogate(r#""\ud800""#)]
     #[case::number_out_of_range("1e400")]
     fn a_malformed_object_is_named_when_work_needs_it(#[case] bad: &str) {
         use crate::admission::{self, Outcome};
         let body = format!(
-            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{{"metadata":{{"name":"p"}},"spec":{{"schedulerName":"volcano","x":{bad}}}}}}}}}"#
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{{"metadata":{{"name":"p","labels":{{"ray.io/node-type":"worker"}}}},"spec":{{"schedulerName":"volcano","x":{bad}}}}}}}}}"#
         );
-        let req =
-            crate::admission::review::parse_review(body.into_bytes()).expect("the review parses");
+        let req = crate::admission::review::parse_review(body.clone().into_bytes())
+            .expect("the review parses");
         let cfg = Config::default();
         let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
         assert_eq!(a.outcome, Outcome::Failed(crate::cause::Cause::OddObject));
@@ -497,6 +529,10 @@ mod tests {
             "{:?}",
             a.verdict.warnings
         );
+        let group_only = body.replace(r#","labels":{"ray.io/node-type":"worker"}"#, "");
+        let req = crate::admission::review::parse_review(group_only.into_bytes()).unwrap();
+        let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
+        assert_eq!(a.outcome, Outcome::Mutated);
     }
 
     #[test]

@@ -11,12 +11,19 @@ pub enum Plan {
     Skip(Option<String>),
     /// The pod gets group `name`: admission names it on the pod, the provisioner makes
     /// it ([`group`]) from the stored pod.
-    Create { name: String },
+    Create {
+        name: String,
+    },
 }
 
 /// Whether a pod CREATE gets a group, and its name. Reads only the pod's metadata and
 /// `spec.schedulerName`: admission plans from the few fields triage read, not the pod.
-pub fn plan(pod: &Value, request_uid: &str, cfg: &PodGroups, opt_out: &str) -> Result<Plan, String> {
+pub fn plan(
+    pod: &Value,
+    request_uid: &str,
+    cfg: &PodGroups,
+    opt_out: &str,
+) -> Result<Plan, String> {
     let spec = pod
         .get("spec")
         .filter(|s| s.is_object())
