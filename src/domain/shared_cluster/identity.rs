@@ -114,7 +114,7 @@ pub fn strip_run_scoped(spec: &mut Value, cfg: &SharedClusters) -> Vec<StrippedE
 }
 
 /// Maps whose keys are the user's, not schema fields.
-const USER_MAPS: &[&str] = &[
+pub(super) const USER_MAPS: &[&str] = &[
     "labels",
     "annotations",
     "nodeSelector",
@@ -124,7 +124,7 @@ const USER_MAPS: &[&str] = &[
 ];
 
 /// Keys whose value equals the API default, per the RayCluster CRD and core/v1.
-fn is_default(key: &str, value: &Value, in_worker_group: bool) -> bool {
+pub(super) fn is_default(key: &str, value: &Value, in_worker_group: bool) -> bool {
     match (key, value) {
         (_, Value::Null) => true,
         (_, Value::String(s)) if s.is_empty() => true,
@@ -197,7 +197,7 @@ fn canonical_env(items: Vec<Value>) -> Vec<Value> {
     free
 }
 
-fn canonical_at(value: &Value, parent_key: &str) -> Value {
+pub(super) fn canonical_at(value: &Value, parent_key: &str) -> Value {
     match value {
         Value::Object(map) => {
             let worker_group = parent_key == "workerGroupSpecs";
@@ -236,12 +236,15 @@ pub fn digest(stripped_spec: &Value, copied_labels: &Map<String, Value>) -> Stri
     let mut hasher = Sha256::new();
     hasher.update(CANONICAL_VERSION.as_bytes());
     hasher.update([0]);
-    let identity = serde_json::json!({
-        "spec": canonical(stripped_spec),
-        "labels": canonical(&Value::Object(copied_labels.clone())),
-    });
-    // serde_json's Map is a BTreeMap (no `preserve_order`), so this is key-sorted.
-    hasher.update(serde_json::to_vec(&identity).expect("JSON values serialise"));
+    // The bytes of `{"labels": canonical(labels), "spec": canonical(spec)}` (keys sorted),
+    // written without building either tree.
+    let mut bytes = Vec::with_capacity(4096);
+    bytes.extend_from_slice(br#"{"labels":"#);
+    super::canonical_bytes::write(&Value::Object(copied_labels.clone()), "", &mut bytes);
+    bytes.extend_from_slice(br#","spec":"#);
+    super::canonical_bytes::write(stripped_spec, "", &mut bytes);
+    bytes.push(b'}');
+    hasher.update(&bytes);
     hex(&hasher.finalize())
 }
 
