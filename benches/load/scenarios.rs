@@ -70,6 +70,20 @@ impl Bench {
         let answer = self.probe(&ray, create_job.render(u64::MAX >> 1));
         let shared = shared_cluster_name(&answer)
             .unwrap_or_else(|| panic!("rayshare did not rewrite the sample RayJob: {answer}"));
+        // Admission makes nothing: the cluster is what rayshare's provisioner makes of the
+        // job as stored (the job is not stored here, so the benchmark makes it the same way).
+        let mut job = rayjob_a.clone();
+        let ops: json_patch::Patch =
+            serde_json::from_value(Value::Array(results::patch_ops(&answer)))
+                .expect("a JSON patch");
+        json_patch::patch(&mut job, &ops).expect("the patch applies");
+        job["metadata"]["namespace"] = json!("bench");
+        let shared_clusters = rayshare::config::Config::default().shared_clusters;
+        let made =
+            rayshare::domain::shared_cluster::provision::cluster_for_job(&job, &shared_clusters)
+                .unwrap_or_else(|e| panic!("the rewritten job names no cluster: {e:?}"));
+        self.rt
+            .block_on(cluster::create(&self.kube, "bench", &made, false));
         let stored_cluster = self.rt.block_on(cluster::get(
             &self.kube,
             "bench",
