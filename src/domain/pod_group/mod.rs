@@ -24,10 +24,7 @@ pub fn plan(
     cfg: &PodGroups,
     opt_out: &str,
 ) -> Result<Plan, String> {
-    let spec = pod
-        .get("spec")
-        .filter(|s| s.is_object())
-        .ok_or("pod has no spec")?;
+    let spec = spec_of(pod)?;
     if !scheduled_by_gang_scheduler(spec["schedulerName"].as_str(), cfg) {
         return Ok(Plan::Skip(None));
     }
@@ -65,10 +62,7 @@ pub fn group(
     namespace_queue: Option<&str>,
     cfg: &PodGroups,
 ) -> Result<Value, String> {
-    let spec = pod
-        .get("spec")
-        .filter(|s| s.is_object())
-        .ok_or("pod has no spec")?;
+    let spec = spec_of(pod)?;
     let queue = labels::get(pod, Meta::Annotations, labels::QUEUE_NAME)
         .or(namespace_queue)
         .unwrap_or(&cfg.default_queue);
@@ -102,6 +96,13 @@ pub fn group(
         "metadata": metadata,
         "spec": group_spec,
     }))
+}
+
+fn spec_of(pod: &Value) -> Result<&Value, String> {
+    Ok(pod
+        .get("spec")
+        .filter(|s| s.is_object())
+        .ok_or("pod has no spec")?)
 }
 
 /// Whether a pod with this `spec.schedulerName` (unset: the default scheduler) is one
