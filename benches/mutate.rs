@@ -89,6 +89,16 @@ fn world_with_shared_cluster(job: &Value, cfg: &Config) -> MemoryWorld {
     world
 }
 
+/// A world holding the shared cluster of `job`'s config, and that cluster's name.
+fn world_and_cluster_name(job: &Value, cfg: &Config) -> (MemoryWorld, String) {
+    let world = world_with_shared_cluster(job, cfg);
+    let name = world.created()[0]["metadata"]["name"]
+        .as_str()
+        .expect("cluster name")
+        .to_string();
+    (world, name)
+}
+
 fn admit_case(
     name: &'static str,
     req: AdmissionRequest,
@@ -240,11 +250,7 @@ fn cases() -> Vec<Case> {
         admission::Outcome::Mutated,
     ));
     {
-        let world = world_with_shared_cluster(&rayjob_a, &cfg);
-        let name = world.created()[0]["metadata"]["name"]
-            .as_str()
-            .expect("cluster name")
-            .to_string();
+        let (world, name) = world_and_cluster_name(&rayjob_a, &cfg);
         cases.push(admit_case(
             "admission::admit worker pod single-host",
             request(&worker_pod(&name, "cpu"), false),
@@ -283,11 +289,7 @@ fn cases() -> Vec<Case> {
         MemoryWorld::default(),
     ));
     {
-        let world = world_with_shared_cluster(&rayjob_a, &cfg);
-        let name = world.created()[0]["metadata"]["name"]
-            .as_str()
-            .expect("cluster name")
-            .to_string();
+        let (world, name) = world_and_cluster_name(&rayjob_a, &cfg);
         cases.push(handle_case(
             "handle worker pod review, single-host (parse+admit+answer)",
             review(&worker_pod(&name, "cpu"), false),
@@ -349,41 +351,38 @@ fn count_instructions() {
             .find_map(|l| l.strip_prefix("totals: ").or(l.strip_prefix("summary: ")))
             .and_then(|n| n.trim().parse().ok())
     };
-    if counted("baseline: parse pod review as a JSON tree").is_none() {
-        eprintln!("instructions: skipped (valgrind's callgrind is not available)");
-        return;
+    // Each case counted once, baselines first.
+    let mut counts: Vec<(&str, u64)> = Vec::new();
+    for (name, _) in cases() {
+        if !(name.starts_with("handle ") || name.starts_with("baseline:")) {
+            continue;
+        }
+        let Some(n) = counted(name) else {
+            eprintln!(
+                "instructions: skipped (valgrind's callgrind is not available, or {name} failed)"
+            );
+            return;
+        };
+        counts.push((name, n));
     }
+    let base = |kind: &str| {
+        counts
+            .iter()
+            .find(|(n, _)| n.starts_with("baseline:") && n.contains(kind))
+            .map_or(1, |(_, c)| *c)
+    };
     let mut rows = vec![
         "| one request, in process | instructions | / baseline (review parsed as a JSON tree) |"
             .to_string(),
         "|---|---:|---:|".into(),
     ];
-    let names: Vec<&str> = cases().iter().map(|(n, _)| *n).collect();
-    let (pod_base, job_base) = (
-        counted(
-            names[names
-                .iter()
-                .position(|n| n.contains("parse pod review"))
-                .unwrap()],
-        ),
-        counted(
-            names[names
-                .iter()
-                .position(|n| n.contains("parse rayjob review"))
-                .unwrap()],
-        ),
-    );
-    for name in names
-        .iter()
-        .filter(|n| n.starts_with("handle ") || n.starts_with("baseline:"))
-    {
-        let n = counted(name).unwrap_or(0);
-        let base = if name.contains("rayjob") {
-            job_base
+    for (name, n) in &counts {
+        let kind = if name.contains("rayjob") {
+            "rayjob"
         } else {
-            pod_base
+            "pod review"
         };
-        let ratio = base.map_or(0.0, |b| n as f64 / b as f64);
+        let ratio = *n as f64 / base(kind) as f64;
         rows.push(format!("| {name} | {n} | {ratio:.2} |"));
     }
     let text = rows.join("\n");
