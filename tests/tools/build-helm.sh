@@ -3,7 +3,7 @@
 #
 #   tests/tools/build-helm.sh            -> prints the path of the helm binary (stdout only)
 #
-# Cached by tests/tools/go-install.sh. Progress goes to stderr.
+# Cached by tests/tools/go-build.sh. Progress goes to stderr.
 # helm's go.mod has no replace directives, so a plain `go install pkg@version` works
 # (no wrapper module needed). The ldflags mirror helm's Makefile: version string and the
 # default Kubernetes version taken from helm's client-go dependency (otherwise
@@ -40,4 +40,4 @@ ldflags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$k8s_minor"
 ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$k8s_major"
 ldflags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$k8s_minor"
 
-exec bash "$here/go-install.sh" helm "$HELM_MODULE/cmd/helm@$HELM_VERSION" "$ldflags"
+exec bash "$here/go-build.sh" install helm "$HELM_MODULE/cmd/helm@$HELM_VERSION" "$ldflags"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the KubeRay operator (github.com/ray-project/kuberay/ray-operator, pinned in
 # tests/tools/kuberay/go.mod as a `tool`) once and reuses the binary while the module and
-# the Go toolchain are unchanged (tests/tools/go-build-module.sh caches it).
+# the Go toolchain are unchanged (tests/tools/go-build.sh caches it).
 #
 #   tests/tools/build-kuberay.sh   -> prints the path of the operator binary (stdout only)
 #
@@ -10,5 +10,5 @@
 # in go.mod (`go get -tool github.com/ray-project/kuberay/ray-operator@vX`, `go mod tidy`).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-dir="$(bash "$here/go-build-module.sh" "$here/kuberay" kuberay github.com/ray-project/kuberay/ray-operator)"
+dir="$(bash "$here/go-build.sh" module "$here/kuberay" kuberay github.com/ray-project/kuberay/ray-operator)"
 echo "$dir/ray-operator"

@@ -7,7 +7,7 @@
 #                               -> prints the directory of kwok's own stage configs
 #                                  (kustomize/stage in the module), read at run time
 #
-# Cached by tests/tools/go-install.sh. Progress goes to stderr. kwok's go.mod has no
+# Cached by tests/tools/go-build.sh. Progress goes to stderr. kwok's go.mod has no
 # replace directives, so a plain `go install pkg@version` works (needs Go >= 1.26).
 set -euo pipefail
 
@@ -32,5 +32,5 @@ if [[ "${1:-}" == "--stages" ]]; then
   exit 0
 fi
 
-exec bash "$(dirname "$self")/go-install.sh" kwok "$KWOK_MODULE/cmd/kwok@$KWOK_VERSION" \
+exec bash "$(dirname "$self")/go-build.sh" install kwok "$KWOK_MODULE/cmd/kwok@$KWOK_VERSION" \
   "-X $KWOK_MODULE/pkg/consts.Version=${KWOK_VERSION#v}"

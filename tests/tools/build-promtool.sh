@@ -4,5 +4,5 @@
 # v0.<minor>.<patch> for release 3.<minor>.<patch>.
 set -euo pipefail
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.316.0}"
-exec bash "$(dirname "${BASH_SOURCE[0]}")/go-install.sh" promtool \
+exec bash "$(dirname "${BASH_SOURCE[0]}")/go-build.sh" install promtool \
   "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION"

@@ -7,5 +7,5 @@
 #                                     `controller-manager` (stdout only)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-exec bash "$here/go-build-module.sh" "$here/volcano" volcano \
+exec bash "$here/go-build.sh" module "$here/volcano" volcano \
   volcano.sh/volcano/cmd/scheduler volcano.sh/volcano/cmd/controller-manager
