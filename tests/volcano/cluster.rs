@@ -100,9 +100,14 @@ impl Volcano {
 /// The scheduler creates the `default` queue and the queue controller opens it.
 async fn default_queue_open() {
     let client = client(&CONTROL_PLANE.admin_kubeconfig).await;
-    let queues: Api<DynamicObject> = Api::all_with(client, &queue_resource());
-    wait_for_within(SLOW, "Volcano's default queue to be Open", || async {
-        let q = queues.get_opt("default").await.ok()??;
+    wait_open(&client, "default").await;
+}
+
+/// Waits until the queue controller has opened queue `name`.
+async fn wait_open(client: &kube::Client, name: &str) {
+    let queues: Api<DynamicObject> = Api::all_with(client.clone(), &queue_resource());
+    wait_for_within(SLOW, &format!("queue {name} to be Open"), || async {
+        let q = queues.get_opt(name).await.ok()??;
         (q.data["status"]["state"] == "Open").then_some(())
     })
     .await;
@@ -121,9 +126,5 @@ pub async fn open_queue(client: &kube::Client, name: &str, capability: Option<Va
     }))
     .unwrap();
     queues.create(&PostParams::default(), &queue).await.unwrap();
-    wait_for_within(SLOW, &format!("queue {name} to be Open"), || async {
-        let q = queues.get_opt(name).await.ok()??;
-        (q.data["status"]["state"] == "Open").then_some(())
-    })
-    .await;
+    wait_open(client, name).await;
 }
