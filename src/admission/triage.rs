@@ -132,7 +132,7 @@ enum Key {
 #[derive(Default)]
 struct Meta {
     namespace: Option<String>,
-    /// In the object's order of keys: the view's metadata.
+    /// The view's metadata: the fields above that the object has.
     view: serde_json::Map<String, Value>,
 }
 
