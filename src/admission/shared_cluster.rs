@@ -10,7 +10,7 @@ use crate::cause::Cause;
 use crate::domain::events::{self, Event, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
-use crate::domain::shared_cluster::{self, MAX_POOL, Rewrite, job_life};
+use crate::domain::shared_cluster::{self, MAX_POOL, job_life, member_name};
 use crate::world::World;
 
 /// What admission makes of one pool member.
@@ -53,18 +53,18 @@ impl<W: World> Work<'_, W> {
             Ok(shared_cluster::Plan::Rewrite(r)) => r,
         };
         for index in 0..MAX_POOL {
-            let member = rewrite.pooled(index);
-            match self.judge(&member).await {
+            let name = member_name(&rewrite.name, index);
+            match self.judge(&name, &rewrite.digest).await {
                 Member::Next => continue,
                 Member::Conflict => {
                     let msg = format!(
-                        "rayshare: RayJob left unchanged: a RayCluster named {} exists that rayshare did not create for this config",
-                        member.name
+                        "rayshare: RayJob left unchanged: a RayCluster named {name} exists that rayshare did not create for this config"
                     );
                     self.job_event(true, "SharedClusterFailed", &msg, None);
                     return self.fail(Cause::NameConflict, msg, false);
                 }
                 Member::Use(exists) => {
+                    let member = rewrite.into_member(index);
                     if !self.req.dry_run {
                         let others = self.world.active_jobs(&self.namespace, &member.name);
                         let note = events::moved_to_shared_cluster(&member.name, exists, others);
@@ -122,8 +122,9 @@ impl<W: World> Work<'_, W> {
         });
     }
 
-    async fn judge(&mut self, member: &Rewrite) -> Member {
-        let cached = self.world.ray_cluster(&self.namespace, &member.name);
+    /// What pool member `name` of the config `digest` is to this job.
+    async fn judge(&mut self, name: &str, digest: &str) -> Member {
+        let cached = self.world.ray_cluster(&self.namespace, name);
         let info = match cached {
             Some(info) => info,
             // Not cached (new, or the watch is behind): ask, so a cluster someone else
@@ -133,30 +134,29 @@ impl<W: World> Work<'_, W> {
                 let timeout = self.budget(self.cfg.shared_clusters.create_timeout_ms);
                 match self
                     .world
-                    .fetch_cluster(&self.namespace, &member.name, timeout)
+                    .fetch_cluster(&self.namespace, name, timeout)
                     .await
                 {
                     Ok(Some(info)) => info,
                     Ok(None) => return Member::Use(false),
                     Err(e) => {
-                        tracing::warn!(error = %e, cluster = %member.name, "cannot read the cluster; the provisioner will look");
+                        tracing::warn!(error = %e, cluster = %name, "cannot read the cluster; the provisioner will look");
                         if let Some(m) = self.metrics {
                             m.error(e.cause());
                         }
                         self.warnings.push(format!(
-                            "rayshare: could not check shared RayCluster {} ({e}); it is made once this job is stored, if missing",
-                            member.name
+                            "rayshare: could not check shared RayCluster {name} ({e}); it is made once this job is stored, if missing"
                         ));
                         return Member::Use(false);
                     }
                 }
             }
         };
-        if !info.serves(&member.digest) {
+        if !info.serves(digest) {
             return Member::Conflict;
         }
         let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
-        let full = max > 0 && self.world.active_jobs(&self.namespace, &member.name) >= max;
+        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
         // A cluster marked for reclaim may be deleted before this job is stored (the
         // reclaimer would not see it in time), and one being deleted would make the job
         // wait for its recreation: a sibling is safe, and ready sooner.

@@ -245,11 +245,7 @@ pub fn digest(stripped_spec: &Value, copied_labels: &Map<String, Value>) -> Stri
     super::canonical_bytes::write(stripped_spec, "", &mut bytes);
     bytes.push(b'}');
     hasher.update(&bytes);
-    hex(&hasher.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    data_encoding::HEXLOWER.encode(&hasher.finalize())
 }
 
 /// `ray-` + lowercase base32 of the digest: a DNS-1035 label well inside 53 characters.

@@ -52,7 +52,7 @@ pub fn cluster_object(
     let mut cluster_labels = copied.clone();
     cluster_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
     cluster_labels.insert(labels::SHARED_CLUSTER.into(), json!("true"));
-    json!({
+    let mut cluster = json!({
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "metadata": {
@@ -61,8 +61,10 @@ pub fn cluster_object(
             "labels": cluster_labels,
             "annotations": { labels::CONFIG_DIGEST: digest },
         },
-        "spec": spec,
-    })
+    });
+    // Moved in: `json!` would copy the whole spec through its serializer.
+    cluster["spec"] = spec;
+    cluster
 }
 
 /// Member `index` of the pool of clusters named `base`.
@@ -142,7 +144,7 @@ mod tests {
         ) else {
             panic!("rewritten");
         };
-        let r = r.pooled(index);
+        let r = r.into_member(index);
         let mut stored = r.job.clone();
         stored["metadata"]["namespace"] = json!("ns");
         (stored, r.cluster)
