@@ -177,17 +177,21 @@ pub async fn work<W: World>(
         || req.head.is_none()
         || head.odd()
         || cfg.indices.enabled && worker == Some("worker");
-    let original = if whole {
-        match req.parse_object() {
+    let parsed;
+    let original: &Value = if let Some(tree) = head.tree().filter(|_| whole) {
+        tree
+    } else if whole {
+        parsed = match req.parse_object() {
             Ok(Some(v @ Value::Object(_))) => v,
             Ok(_) => return no_object(metrics),
             Err(e) => {
                 let warning = format!("rayshare: left unchanged, the object does not parse: {e}");
                 return Admission::failed_open(Cause::OddObject, warning, metrics);
             }
-        }
+        };
+        &parsed
     } else {
-        head.view().clone()
+        head.view()
     };
     let namespace = head.namespace(&req.namespace).to_string();
     let mut work = Work {
@@ -196,7 +200,7 @@ pub async fn work<W: World>(
         world,
         metrics,
         namespace,
-        original: &original,
+        original,
         changed: None,
         warnings: vec![],
         ensured: vec![],
@@ -225,7 +229,7 @@ pub async fn work<W: World>(
         return Admission {
             verdict: Verdict::deny(warnings.join("; "), warnings),
             outcome: Outcome::Denied(cause),
-            object: whole.then_some(original),
+            object: None,
             ensured,
         };
     }
@@ -249,7 +253,7 @@ pub async fn work<W: World>(
     Admission {
         verdict,
         outcome,
-        object: whole.then(|| changed.unwrap_or(original)),
+        object: changed.filter(|_| whole),
         ensured,
     }
 }

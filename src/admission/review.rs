@@ -11,20 +11,21 @@ use data_encoding::BASE64;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::admission::triage::Head;
+use crate::admission::triage::{Head, LazyHead};
 use crate::cause::Cause;
 
+/// `H`: how the object is read (see [`parse_review`]).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionReview {
+#[serde(rename_all = "camelCase", bound = "H: Deserialize<'de>")]
+pub struct AdmissionReview<H = Head> {
     pub api_version: Option<String>,
     pub kind: Option<String>,
-    pub request: Option<AdmissionRequest>,
+    pub request: Option<AdmissionRequest<H>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
+#[serde(rename_all = "camelCase", bound = "H: Deserialize<'de>")]
+pub struct AdmissionRequest<H = Head> {
     pub uid: String,
     pub kind: GroupVersionKind,
     #[serde(default)]
@@ -38,10 +39,26 @@ pub struct AdmissionRequest {
     pub dry_run: bool,
     /// What triage reads of `object`; `None` when there is none (or it is `null`).
     #[serde(default, rename = "object")]
-    pub head: Option<Head>,
+    pub head: Option<H>,
     /// The review as received, for [`AdmissionRequest::parse_object`].
     #[serde(skip)]
     pub(crate) body: bytes::Bytes,
+}
+
+impl AdmissionRequest<LazyHead> {
+    fn into_request(self) -> AdmissionRequest {
+        AdmissionRequest {
+            uid: self.uid,
+            kind: self.kind,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            dry_run: self.dry_run,
+            head: self.head.map(|LazyHead(head)| head),
+            body: self.body,
+        }
+    }
 }
 
 impl AdmissionRequest {
@@ -107,12 +124,25 @@ impl ReviewError {
 /// Parses a review body; every failure says what is wrong.
 pub fn parse_review(body: impl Into<bytes::Bytes>) -> Result<AdmissionRequest, ReviewError> {
     let body = body.into();
-    // One pass straight into the typed review (this is the hot path).
-    let review: AdmissionReview =
-        serde_json::from_slice(&body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
-            _ => ReviewError::NotJson(e.to_string()),
-        })?;
+    // One pass straight into the typed review (this is the hot path). A RayJob is read
+    // whole in it (see `triage::Head`); when a leaf of it is one serde_json cannot build
+    // (a lone surrogate, a number out of range), the review is read again without
+    // building the object, so the request still fails open naming the leaf.
+    let review = match serde_json::from_slice::<AdmissionReview>(&body) {
+        Ok(review) => review,
+        Err(_) => {
+            let lazy: AdmissionReview<LazyHead> =
+                serde_json::from_slice(&body).map_err(|e| match e.classify() {
+                    serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
+                    _ => ReviewError::NotJson(e.to_string()),
+                })?;
+            AdmissionReview {
+                api_version: lazy.api_version,
+                kind: lazy.kind,
+                request: lazy.request.map(AdmissionRequest::into_request),
+            }
+        }
+    };
     let (kind, api_version) = (review.kind.as_deref(), review.api_version.as_deref());
     if kind != Some("AdmissionReview") || api_version != Some("admission.k8s.io/v1") {
         return Err(ReviewError::NotReview(format!(

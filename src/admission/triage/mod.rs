@@ -33,6 +33,10 @@ pub struct Head {
     view: Value,
     /// `None` when missing.
     spec: Option<HeadSpec>,
+    /// The whole object, for a RayJob whose `apiVersion` and `kind` came before its other
+    /// fields (as the API server writes them): its rewrite needs all of it, so it is built
+    /// in this pass rather than parsed again.
+    tree: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,6 +56,11 @@ impl Head {
     /// The object's top level or metadata or spec was not a map.
     pub fn odd(&self) -> bool {
         self.odd
+    }
+
+    /// The whole object, when this pass built it (see the field).
+    pub fn tree(&self) -> Option<&Value> {
+        self.tree.as_ref()
     }
 
     /// The object's namespace, as the request names it or else as the object does.
@@ -113,6 +122,8 @@ impl<'de, F: Fields> Deserialize<'de> for MapOr<F> {
 #[derive(Deserialize)]
 #[serde(field_identifier, rename_all = "camelCase")]
 enum Key {
+    ApiVersion,
+    Kind,
     Metadata,
     Spec,
     Namespace,
@@ -124,6 +135,7 @@ enum Key {
     SchedulerName,
     RayClusterSpec,
     ClusterSelector,
+    Status,
     #[serde(other)]
     Other,
 }
@@ -136,35 +148,137 @@ struct Meta {
     view: serde_json::Map<String, Value>,
 }
 
+/// A [`Head`] read without ever building the object whole.
+#[derive(Debug, Clone, Default)]
+pub struct LazyHead(pub Head);
+
+impl Fields for LazyHead {
+    fn visit<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        Head::read(map, false).map(LazyHead)
+    }
+}
+
 // In all three: later duplicates of a key win, as they do in a `serde_json::Value`.
 impl Fields for Head {
-    fn visit<'de, A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+    fn visit<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        Head::read(map, true)
+    }
+}
+
+impl Head {
+    /// Reads an object's fields; a RayJob whole when `may_build` (see `tree`).
+    fn read<'de, A: MapAccess<'de>>(mut map: A, may_build: bool) -> Result<Self, A::Error> {
         let mut head = Head::default();
+        let (mut ray_job_version, mut ray_job_kind) = (false, false);
+        // The object's other fields while it may still be read whole (see `tree`).
+        let mut whole = may_build.then(serde_json::Map::new);
         while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Metadata => {
-                    let MapOr(meta) = map.next_value::<MapOr<Meta>>()?;
-                    head.odd |= meta.is_none();
-                    let Meta { namespace, view } = meta.unwrap_or_default();
-                    head.namespace = namespace;
-                    head.view["metadata"] = Value::Object(view);
+            let field = match key {
+                Key::ApiVersion => {
+                    ray_job_version = map.next_value_seed(IsString("ray.io/v1"))?;
+                    continue;
                 }
-                Key::Spec => {
-                    let MapOr(spec) = map.next_value::<MapOr<HeadSpec>>()?;
-                    head.odd |= spec.is_none();
-                    let scheduler = spec.as_ref().map(|s| &s.scheduler_name);
-                    head.view["spec"] = match scheduler.filter(|s| !s.is_null()) {
-                        Some(name) => json!({ "schedulerName": name }),
-                        None => json!({}),
-                    };
-                    head.spec = spec;
+                Key::Kind => {
+                    ray_job_kind = map.next_value_seed(IsString("RayJob"))?;
+                    continue;
+                }
+                Key::Metadata => "metadata",
+                Key::Spec => "spec",
+                Key::Status => "status",
+                _ => "",
+            };
+            match whole.as_mut() {
+                Some(fields) if ray_job_version && ray_job_kind && !field.is_empty() => {
+                    let value: Value = map.next_value()?;
+                    head.read_field(key, &value).map_err(de::Error::custom)?;
+                    fields.insert(field.into(), value);
                 }
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    whole = None;
+                    match key {
+                        Key::Metadata => head.take_metadata(map.next_value()?),
+                        Key::Spec => head.take_spec(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
                 }
             }
         }
+        if let Some(mut fields) = whole.filter(|_| ray_job_version && ray_job_kind) {
+            fields.insert("apiVersion".into(), json!("ray.io/v1"));
+            fields.insert("kind".into(), json!("RayJob"));
+            head.tree = Some(Value::Object(fields));
+        }
         Ok(head)
+    }
+
+    /// Reads what triage needs of one field from its tree.
+    fn read_field(&mut self, key: Key, value: &Value) -> Result<(), serde_json::Error> {
+        match key {
+            Key::Metadata => self.take_metadata(MapOr::deserialize(value)?),
+            Key::Spec => self.take_spec(MapOr::deserialize(value)?),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn take_metadata(&mut self, MapOr(meta): MapOr<Meta>) {
+        self.odd |= meta.is_none();
+        let Meta { namespace, view } = meta.unwrap_or_default();
+        self.namespace = namespace;
+        self.view["metadata"] = Value::Object(view);
+    }
+
+    fn take_spec(&mut self, MapOr(spec): MapOr<HeadSpec>) {
+        self.odd |= spec.is_none();
+        let scheduler = spec.as_ref().map(|s| &s.scheduler_name);
+        self.view["spec"] = match scheduler.filter(|s| !s.is_null()) {
+            Some(name) => json!({ "schedulerName": name }),
+            None => json!({}),
+        };
+        self.spec = spec;
+    }
+}
+
+/// Whether a value is the string `.0`, read without building it.
+struct IsString(&'static str);
+
+impl<'de> de::DeserializeSeed<'de> for IsString {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        struct V(&'static str);
+        impl<'de> Visitor<'de> for V {
+            type Value = bool;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<bool, E> {
+                Ok(s == self.0)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
+                IgnoredAny.visit_map(map).map(|_| false)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
+                IgnoredAny.visit_seq(seq).map(|_| false)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+                Ok(false)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
+                Ok(false)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
+                Ok(false)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+                Ok(false)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+                Ok(false)
+            }
+        }
+        d.deserialize_any(V(self.0))
     }
 }
 
@@ -225,10 +339,24 @@ impl Fields for HeadSpec {
 impl<'de> Deserialize<'de> for Head {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let MapOr(head) = MapOr::<Head>::deserialize(d)?;
-        Ok(head.unwrap_or(Head {
+        Ok(head.unwrap_or_else(Head::odd_shape))
+    }
+}
+
+impl<'de> Deserialize<'de> for LazyHead {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let MapOr(head) = MapOr::<LazyHead>::deserialize(d)?;
+        Ok(head.unwrap_or_else(|| LazyHead(Head::odd_shape())))
+    }
+}
+
+impl Head {
+    /// What an object that is not a map reads as.
+    fn odd_shape() -> Self {
+        Head {
             odd: true,
             ..Head::default()
-        }))
+        }
     }
 }
 

@@ -260,3 +260,71 @@ fn namespace_from_request_then_object() {
     assert_eq!(h.namespace(""), "obj");
     assert_eq!(Head::default().namespace(""), "default");
 }
+
+proptest::proptest! {
+    /// A RayJob read whole in the review's pass is the object as a full parse sees it, and
+    /// triage sees the same of it as a read that builds nothing.
+    #[test]
+    fn a_whole_read_is_the_object_and_triages_alike(
+        (_, mut object) in object(),
+        api_version in prop::sample::select(vec![json!("ray.io/v1"), json!("v1"), json!(7)]),
+        kind in prop::sample::select(vec![json!("RayJob"), json!("Pod")]),
+    ) {
+        object["apiVersion"] = api_version.clone();
+        object["kind"] = kind.clone();
+        let text = object.to_string();
+        let whole: Head = serde_json::from_str(&text).unwrap();
+        let LazyHead(lazy) = serde_json::from_str(&text).unwrap();
+        let ray_job = api_version == "ray.io/v1" && kind == "RayJob";
+        prop_assert_eq!(whole.tree(), ray_job.then_some(&object));
+        prop_assert_eq!(Head { tree: None, ..whole }, lazy);
+    }
+}
+
+#[rstest]
+#[case::api_server_order(r#"{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"j"},"spec":{"rayClusterSpec":{}}}"#, true)]
+#[case::with_status(
+    r#"{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{},"spec":{},"status":{}}"#,
+    true
+)]
+#[case::kind_after_spec(
+    r#"{"apiVersion":"ray.io/v1","spec":{"rayClusterSpec":{}},"kind":"RayJob","metadata":{}}"#,
+    false
+)]
+#[case::unknown_field(
+    r#"{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{},"x":1,"spec":{}}"#,
+    false
+)]
+#[case::other_version(
+    r#"{"apiVersion":"ray.io/v1alpha1","kind":"RayJob","metadata":{},"spec":{}}"#,
+    false
+)]
+fn a_ray_job_is_read_whole_only_when_its_fields_allow(#[case] text: &str, #[case] whole: bool) {
+    let h: Head = serde_json::from_str(text).unwrap();
+    assert_eq!(h.tree().is_some(), whole);
+    if let Some(tree) = h.tree() {
+        assert_eq!(tree, &serde_json::from_str::<Value>(text).unwrap());
+    }
+}
+
+/// A leaf serde_json cannot build in a RayJob read whole: the review still parses, and
+/// the request fails open naming the problem, as for any other object.
+#[rstest]
+#[case::lone_surrogate(r#""\ud800""#)]
+#[case::number_out_of_range("1e400")]
+fn a_malformed_ray_job_fails_open(#[case] bad: &str) {
+    use crate::admission::{self, Outcome};
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"ray.io","version":"v1","kind":"RayJob"}},"operation":"CREATE","namespace":"ns","object":{{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{{"name":"j"}},"spec":{{"entrypoint":{bad},"rayClusterSpec":{{"headGroupSpec":{{}}}}}}}}}}}}"#
+    );
+    let req = crate::admission::review::parse_review(body.into_bytes()).expect("the review parses");
+    assert!(req.head.as_ref().is_some_and(|h| h.tree().is_none()));
+    let a = futures::executor::block_on(admission::admit(&req, &Config::default(), &world(), None));
+    assert_eq!(a.outcome, Outcome::Failed(crate::cause::Cause::OddObject));
+    assert!(a.verdict.allowed);
+    assert!(
+        a.verdict.warnings[0].contains("does not parse"),
+        "{:?}",
+        a.verdict.warnings
+    );
+}
