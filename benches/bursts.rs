@@ -156,8 +156,12 @@ fn job(i: usize) -> Value {
 }
 
 async fn ray_jobs(label: &str, jobs: usize) -> String {
-    let env = TestEnv::new(&format!("burst-{label}-{jobs}"), DEFAULT_CONFIG, 1).await;
+    // Logging as in production (the tests' instances log at debug).
+    let info = ["--log-level".to_string(), "info".to_string()];
+    let env = TestEnv::with_args(&format!("burst-{label}-{jobs}"), DEFAULT_CONFIG, 1, &info).await;
     let watch = Seen::watch(env.api(&ray_cluster_resource(), &env.ns)).await;
+    let cpu = || (env.instances[0].cpu(), CONTROL_PLANE.cpu());
+    let cpu_before = cpu();
     let ((created, seen), calls) = counting(&env.admin, "rayclusters", async {
         let created = create_all(&env, (0..jobs).map(job).collect()).await;
         let wanted: BTreeSet<String> = created
@@ -181,15 +185,24 @@ async fn ray_jobs(label: &str, jobs: usize) -> String {
         let at_seen = seen.get(name).copied().unwrap_or_else(Instant::now);
         latencies.push(at_seen.saturating_duration_since(*at));
     }
+    let cpu_after = cpu();
+    // What each side spent on the burst: rayshare admitting and provisioning, the control
+    // plane storing the jobs and clusters (and calling the webhook).
+    let per_job = |before: Duration, after: Duration| {
+        after.saturating_sub(before).as_secs_f64() * 1e6 / jobs as f64
+    };
+    let rayshare_cpu = per_job(cpu_before.0, cpu_after.0);
+    let control_plane_cpu = per_job(cpu_before.1, cpu_after.1);
     let rewritten = latencies.len();
     let l = Latencies::new(latencies);
     let counts: Vec<usize> = per_config.values().map(BTreeSet::len).collect();
     format!(
-        "| {label} | {jobs} | {rewritten} | {} | {} | {} | {counts:?} | {:.2} |",
+        "| {label} | {jobs} | {rewritten} | {} | {} | {} | {counts:?} | {:.2} | {rayshare_cpu:.0} µs | {control_plane_cpu:.0} µs | {:.3} |",
         l.q(0.5),
         l.q(0.99),
         l.q(1.0),
-        calls as f64 / jobs as f64
+        calls as f64 / jobs as f64,
+        rayshare_cpu / control_plane_cpu.max(1.0),
     )
 }
 
@@ -325,8 +338,10 @@ fn main() {
     let mut out = vec![
         format!("RayJobs of {CONFIGS} configs created at once ({CONCURRENCY} creates in flight); time from each create's answer to its shared cluster seen by a watch."),
         String::new(),
-        "| build | jobs | rewritten | p50 | p99 | max | clusters per config | RayCluster calls / job |".into(),
-        "|---|---:|---:|---:|---:|---:|---|---:|".into(),
+        "CPU per job: what the rayshare process and the control plane process (kube-apiserver, etcd, scheduler, controller-manager) used during the burst (/proc/<pid>/stat, 10 ms ticks), divided by the jobs.".into(),
+        String::new(),
+        "| build | jobs | rewritten | p50 | p99 | max | clusters per config | RayCluster calls / job | rayshare CPU / job | control plane CPU / job | rayshare / control plane |".into(),
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|".into(),
     ];
     let old = std::env::var("RAYSHARE_OLD_BIN").ok();
     for jobs in [50, 500] {

@@ -148,6 +148,13 @@ pub fn webhook_client_ca() -> PathBuf {
 }
 
 impl ControlPlane {
+    /// CPU time the control plane process (API server, etcd, scheduler and
+    /// controller-manager) has used so far.
+    #[allow(dead_code)] // for the benchmarks
+    pub fn cpu(&self) -> Duration {
+        process_cpu(self._child.id()).unwrap_or_default()
+    }
+
     fn start() -> Self {
         let bin = run_script(&repo().join("tests/controlplane/build.sh"));
         let dir = tempfile::tempdir().unwrap();
@@ -467,6 +474,17 @@ impl Rayshare {
         }
     }
 
+    /// CPU time this rayshare process has used so far (its supervisor's only child).
+    #[allow(dead_code)] // for the benchmarks
+    pub fn cpu(&self) -> Duration {
+        let supervisor = self.child.id();
+        std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+            .ok()
+            .and_then(|pids| pids.split_whitespace().find_map(|p| p.parse().ok()))
+            .and_then(process_cpu)
+            .unwrap_or_default()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -719,4 +737,16 @@ pub fn ray_job_resource() -> ApiResource {
 
 pub fn pod_group_resource() -> ApiResource {
     resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+}
+
+/// User and system CPU time of process `pid`, every thread's, from `/proc/<pid>/stat`
+/// (in clock ticks: USER_HZ, 100 on Linux whatever the kernel's own tick).
+pub fn process_cpu(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let total = ticks(11)? + ticks(12)?;
+    Some(Duration::from_millis(total * 10))
 }

@@ -43,6 +43,10 @@ pub fn read(text: &str) -> Result<Value, String> {
 /// (C1 controls, NEL, line/paragraph separators, BOM) escaped; still valid JSON.
 pub fn write(value: &Value) -> String {
     let json = serde_json::to_string(value).expect("JSON values serialise");
+    // Every character a YAML reader would not keep is at or above DEL.
+    if json.bytes().all(|b| b < 0x7f) {
+        return json;
+    }
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         if matches!(
