@@ -45,21 +45,29 @@ pub(super) fn write(value: &Value, parent_key: &str, out: &mut Vec<u8>) -> bool 
             out.push(b'}');
             kept == 0
         }
-        // Lists compared as sets take the tree's path: they are short.
-        Value::Array(_) if matches!(parent_key, "env" | "tolerations") => {
-            let canonical = identity::canonical_at(value, parent_key);
-            scalar(&canonical, out);
-            canonical.as_array().is_some_and(Vec::is_empty)
+        Value::Array(items) if parent_key == "env" => {
+            let ordered = identity::canonical_env(items.iter().collect());
+            write_items(ordered.into_iter(), parent_key, out);
+            items.is_empty()
+        }
+        // Ordered by each toleration's canonical bytes.
+        Value::Array(items) if parent_key == "tolerations" => {
+            let mut written: Vec<Vec<u8>> = items
+                .iter()
+                .map(|item| {
+                    let mut bytes = Vec::new();
+                    write(item, parent_key, &mut bytes);
+                    bytes
+                })
+                .collect();
+            written.sort();
+            out.push(b'[');
+            out.extend_from_slice(&written.join(&b',')[..]);
+            out.push(b']');
+            items.is_empty()
         }
         Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write(item, parent_key, out);
-            }
-            out.push(b']');
+            write_items(items.iter(), parent_key, out);
             items.is_empty()
         }
         _ => {
@@ -67,6 +75,18 @@ pub(super) fn write(value: &Value, parent_key: &str, out: &mut Vec<u8>) -> bool 
             false
         }
     }
+}
+
+/// A list of canonical items.
+fn write_items<'a>(items: impl Iterator<Item = &'a Value>, parent_key: &str, out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(item, parent_key, out);
+    }
+    out.push(b']');
 }
 
 /// serde_json's own bytes for a value (its escaping and number format).

@@ -3,6 +3,7 @@
 //! The canonical form is a compatibility promise: changing it renames every shared
 //! cluster after an upgrade (the old ones are orphaned). The golden tests pin it.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -175,21 +176,30 @@ fn env_references(value: &str) -> impl Iterator<Item = &str> {
 /// is referenced, or that refers to one) keep the list's order. Flyte appends its
 /// platform and execution env from Go maps (`DecorateEnvVars`), so their order varies
 /// from one propeller (or executor) process to the next.
-fn canonical_env(items: Vec<Value>) -> Vec<Value> {
-    let name = |v: &Value| v.get("name").and_then(Value::as_str).map(str::to_owned);
+/// Orders items as they are or already canonical (an empty name or value counts as
+/// absent, as the canonical form drops it).
+pub(super) fn canonical_env<T: Borrow<Value>>(items: Vec<T>) -> Vec<T> {
+    let name = |v: &T| {
+        let name = v.borrow().get("name").and_then(Value::as_str);
+        name.filter(|n| !n.is_empty()).map(str::to_owned)
+    };
     if items.iter().any(|v| name(v).is_none()) {
         return items;
     }
     let mut involved = std::collections::BTreeSet::new();
     for item in &items {
-        let value = item.get("value").and_then(Value::as_str).unwrap_or("");
+        let value = item
+            .borrow()
+            .get("value")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let mut refs = env_references(value).peekable();
         if refs.peek().is_some() {
             involved.extend(refs.map(str::to_owned));
             involved.extend(name(item));
         }
     }
-    let (ordered, mut free): (Vec<Value>, Vec<Value>) = items
+    let (ordered, mut free): (Vec<T>, Vec<T>) = items
         .into_iter()
         .partition(|v| name(v).is_some_and(|n| involved.contains(&n)));
     free.sort_by_key(|v| name(v));

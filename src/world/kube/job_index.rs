@@ -1,12 +1,13 @@
 //! Which RayJobs actively use which shared cluster: a watch-fed index.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
+use super::pending::Pending;
 use crate::domain::labels;
 
 /// Which jobs select which shared cluster: a watch-fed index (a count per admission
@@ -25,8 +26,8 @@ struct JobIndexState {
     by_cluster: HashMap<(String, String), BTreeSet<String>>,
     /// Replaces `active` when a relist completes.
     relisting: HashMap<(String, String), String>,
-    /// (namespace, cluster) -> (job name, admitted at), until the watch shows them.
-    pending: HashMap<(String, String), Vec<(String, Instant)>>,
+    /// (namespace, cluster) -> jobs admitted there, until the watch shows them.
+    pending: HashMap<(String, String), Pending>,
 }
 
 impl JobIndexState {
@@ -42,14 +43,14 @@ impl JobIndexState {
         }
         if let Some(cluster) = cluster {
             let key = (ns.clone(), cluster.clone());
+            if let Some(pending) = self.pending.get_mut(&key) {
+                pending.seen(&job);
+            }
             self.by_cluster.entry(key).or_default().insert(job.clone());
             self.active.insert((ns, job), cluster);
         }
     }
 }
-
-/// How long an admitted job counts before the watch shows it.
-const PENDING_FOR: Duration = Duration::from_secs(30);
 
 impl JobIndex {
     fn active_entry(job: &DynamicObject) -> Option<((String, String), String)> {
@@ -102,29 +103,34 @@ impl JobIndex {
 
     /// Active jobs on a cluster: the watch's, plus admitted ones it has not shown yet.
     pub fn count(&self, namespace: &str, cluster: &str) -> usize {
+        let now = Instant::now();
         let mut s = self.state.lock().expect("not poisoned");
         let key = (namespace.to_string(), cluster.to_string());
-        let mut pending = s.pending.remove(&key).unwrap_or_default();
-        pending.retain(|(_, at)| at.elapsed() < PENDING_FOR);
-        let known = s.by_cluster.get(&key);
-        let unseen = pending
-            .iter()
-            .filter(|(job, _)| job.is_empty() || known.is_none_or(|k| !k.contains(job)))
-            .count();
-        let count = known.map_or(0, BTreeSet::len) + unseen;
-        if !pending.is_empty() {
-            s.pending.insert(key, pending);
-        }
-        count
+        let known = s.by_cluster.get(&key).map_or(0, BTreeSet::len);
+        let unseen = match s.pending.get_mut(&key) {
+            Some(pending) => {
+                let unseen = pending.count(now);
+                if pending.is_empty() {
+                    s.pending.remove(&key);
+                }
+                unseen
+            }
+            None => 0,
+        };
+        known + unseen
     }
 
     pub fn note(&self, namespace: &str, cluster: &str, job: &str) {
+        let now = Instant::now();
         let mut s = self.state.lock().expect("not poisoned");
-        let entry = s
-            .pending
-            .entry((namespace.into(), cluster.into()))
-            .or_default();
-        entry.push((job.into(), Instant::now()));
+        let key = (namespace.to_string(), cluster.to_string());
+        if s.by_cluster
+            .get(&key)
+            .is_some_and(|known| known.contains(job))
+        {
+            return;
+        }
+        s.pending.entry(key).or_default().note(job, now);
     }
 }
 
@@ -181,6 +187,10 @@ mod tests {
         assert_eq!(index.count("ns", "c1"), 1);
         index.apply(Event::Apply(job("new", "c1", "Running")));
         assert_eq!(index.count("ns", "c1"), 1, "not counted twice");
+        index.note("ns", "c1", "new");
+        assert_eq!(index.count("ns", "c1"), 1, "known already");
+        index.apply(Event::Delete(job("new", "c1", "Running")));
+        assert_eq!(index.count("ns", "c1"), 0, "gone, not pending again");
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub(crate) mod calls;
 mod claims;
 pub mod events;
 mod job_index;
+mod pending;
 pub mod resources;
 
 use std::collections::HashMap;
