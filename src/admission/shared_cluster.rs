@@ -140,7 +140,7 @@ impl<W: World> Work<'_, W> {
                     Ok(Some(info)) => info,
                     Ok(None) => return Member::Use(false),
                     Err(e) => {
-                        tracing::warn!(error = %e, cluster = %name, "cannot read the cluster; the provisioner will look");
+                        tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the cluster; the provisioner will look");
                         if let Some(m) = self.metrics {
                             m.error(e.cause());
                         }

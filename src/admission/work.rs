@@ -48,7 +48,7 @@ impl<W: World> Work<'_, W> {
 
     /// Records a failure: a warning, a metric, and (when `deny`) a denial.
     pub(super) fn fail(&mut self, cause: Cause, message: String, deny: bool) {
-        tracing::warn!(cause = cause.as_str(), %message, "rayshare could not do its job");
+        tracing::warn!(uid = %self.req.uid, cause = cause.as_str(), %message, "rayshare could not do its job");
         if let Some(m) = self.metrics {
             m.error(cause);
         }
