@@ -235,7 +235,7 @@ pub async fn work<W: World>(
     }
     let patch = changed
         .as_ref()
-        .map(|object| patch::diff(&original, object))
+        .map(|object| patch::diff(original, object))
         .filter(|p| !p.0.is_empty());
     if patch.is_some()
         && let Some(m) = metrics
