@@ -746,7 +746,7 @@ pub fn process_cpu(pid: u32) -> Option<Duration> {
     // The fields after the command name (which may hold spaces) in parentheses.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    // utime and stime: fields 14 and 15 of the line, indices 11 and 12 after the name.
     let total = ticks(11)? + ticks(12)?;
     Some(Duration::from_millis(total * 10))
 }

@@ -77,6 +77,31 @@ trait Fields: Sized {
     fn visit<'de, A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
 }
 
+/// The `visit_*` methods of a visitor that reads any list or scalar but a string as
+/// `$value` (a list is consumed unread): triage's reads accept any JSON.
+macro_rules! others_are {
+    ($value:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny.visit_seq(seq).map(|_| $value)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
 /// A map's fields, or `None` (consumed and dropped) for any other JSON value.
 struct MapOr<F>(Option<F>);
 
@@ -91,28 +116,10 @@ impl<'de, F: Fields> Deserialize<'de> for MapOr<F> {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 F::visit(map).map(|f| MapOr(Some(f)))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MapOr(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MapOr(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MapOr(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MapOr(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MapOr(None))
-            }
             fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
                 Ok(MapOr(None))
             }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(MapOr(None))
-            }
+            others_are!(MapOr(None));
         }
         d.deserialize_any(V(PhantomData))
     }
@@ -259,24 +266,7 @@ impl<'de> de::DeserializeSeed<'de> for IsString {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
                 IgnoredAny.visit_map(map).map(|_| false)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| false)
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
-                Ok(false)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-                Ok(false)
-            }
+            others_are!(false);
         }
         d.deserialize_any(V(self.0))
     }

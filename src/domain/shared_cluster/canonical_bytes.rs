@@ -50,7 +50,9 @@ pub(super) fn write(value: &Value, parent_key: &str, out: &mut Vec<u8>) -> bool 
             write_items(ordered.into_iter(), parent_key, out);
             items.is_empty()
         }
-        // Ordered by each toleration's canonical bytes.
+        // A pod tolerates a taint when any toleration matches, so their order means
+        // nothing, and Flyte appends the per-resource ones in Go map order
+        // (`GetPodTolerations`): ordered by each one's canonical bytes.
         Value::Array(items) if parent_key == "tolerations" => {
             let mut written: Vec<Vec<u8>> = items
                 .iter()

@@ -4,6 +4,7 @@
 //! cluster after an upgrade (the old ones are orphaned). The golden tests pin it.
 
 use std::borrow::Borrow;
+#[cfg(test)]
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -140,16 +141,18 @@ pub(super) fn is_default(key: &str, value: &Value, in_worker_group: bool) -> boo
     }
 }
 
-/// A canonical copy: objects with sorted keys and defaulted fields removed, resource
-/// quantities as strings. Arrays keep their order (order is meaningful in pod specs),
-/// except the lists whose order Kubernetes ignores and Flyte does not control (see
-/// [`canonical_env`], [`canonical_tolerations`]).
+/// The canonical form as a tree: objects with sorted keys and defaulted fields removed,
+/// resource quantities as strings. Arrays keep their order (order is meaningful in pod
+/// specs), except the lists whose order Kubernetes ignores and Flyte does not control
+/// (see [`canonical_env`], and tolerations in `canonical_bytes`). The definition that
+/// `canonical_bytes`, which the hash reads, is tested against.
+#[cfg(test)]
 pub fn canonical(value: &Value) -> Value {
     canonical_at(value, "")
 }
 
-/// A pod tolerates a taint when any toleration matches, so their order means nothing,
-/// and Flyte appends the per-resource ones in Go map order (`GetPodTolerations`).
+/// Tolerations sorted by their canonical JSON.
+#[cfg(test)]
 fn canonical_tolerations(items: Vec<Value>) -> Vec<Value> {
     let mut keyed: Vec<(String, Value)> = items
         .into_iter()
@@ -175,9 +178,9 @@ fn env_references(value: &str) -> impl Iterator<Item = &str> {
 /// go, sorted stably by name, before the others; the others (every variable whose name
 /// is referenced, or that refers to one) keep the list's order. Flyte appends its
 /// platform and execution env from Go maps (`DecorateEnvVars`), so their order varies
-/// from one propeller (or executor) process to the next.
-/// Orders items as they are or already canonical (an empty name or value counts as
-/// absent, as the canonical form drops it).
+/// from one propeller (or executor) process to the next. Items may be as written or
+/// already canonical: an empty name or value counts as absent, as the canonical form
+/// drops it.
 pub(super) fn canonical_env<T: Borrow<Value>>(items: Vec<T>) -> Vec<T> {
     let name = |v: &T| {
         let name = v.borrow().get("name").and_then(Value::as_str);
@@ -207,7 +210,8 @@ pub(super) fn canonical_env<T: Borrow<Value>>(items: Vec<T>) -> Vec<T> {
     free
 }
 
-pub(super) fn canonical_at(value: &Value, parent_key: &str) -> Value {
+#[cfg(test)]
+fn canonical_at(value: &Value, parent_key: &str) -> Value {
     match value {
         Value::Object(map) => {
             let worker_group = parent_key == "workerGroupSpecs";

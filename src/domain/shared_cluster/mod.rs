@@ -247,18 +247,17 @@ fn without_cluster_spec(job: &Value) -> Value {
 impl Rewrite {
     /// Moves the job to member `index` of its config's pool: `<name>` for 0, else
     /// `<name>-<index>` (same spec and digest).
-    pub fn into_member(self, index: u32) -> Rewrite {
+    pub fn into_member(mut self, index: u32) -> Rewrite {
         if index == 0 {
             return self;
         }
         let name = provision::member_name(&self.name, index);
-        let mut r = self;
-        r.cluster["metadata"]["name"] = json!(name);
-        r.job["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });
-        labels::set(&mut r.job, Meta::Labels, labels::JOB_CLUSTER, &name);
-        r.warnings[0] = format!("rayshare: runs on shared RayCluster {name}");
-        r.name = name;
-        r
+        self.cluster["metadata"]["name"] = json!(name);
+        self.job["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });
+        labels::set(&mut self.job, Meta::Labels, labels::JOB_CLUSTER, &name);
+        self.warnings[0] = format!("rayshare: runs on shared RayCluster {name}");
+        self.name = name;
+        self
     }
 }
 
