@@ -489,6 +489,16 @@ impl Rayshare {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until the log holds `line`: rayshare writes a line after the call it reports,
+    /// so a test that saw the call's effect through the API may be there first.
+    #[allow(dead_code)] // not every test binary reads logs
+    pub async fn wait_for_log(&self, line: &str) {
+        wait_for(&format!("{line:?} in the log"), || async {
+            self.log_text().contains(line).then_some(())
+        })
+        .await
+    }
+
     /// Stops the process and waits for it.
     pub fn stop(&mut self) {
         drop(self.child.stdin.take());

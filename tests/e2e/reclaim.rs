@@ -71,11 +71,9 @@ async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
         metrics.contains("rayshare_shared_clusters{state=\"busy\"} 1"),
         "{metrics}"
     );
-    assert!(
-        env.instances[0]
-            .log_text()
-            .contains("reclaimed idle shared cluster")
-    );
+    env.instances[0]
+        .wait_for_log("reclaimed idle shared cluster")
+        .await;
 }
 
 /// Admission raced against reclamation, many times: every admitted job's cluster exists
@@ -176,9 +174,5 @@ async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
         new_leader, leader,
         "the cluster was reclaimed by the stopped leader?"
     );
-    assert!(
-        survivor
-            .log_text()
-            .contains("reclaimed idle shared cluster")
-    );
+    survivor.wait_for_log("reclaimed idle shared cluster").await;
 }

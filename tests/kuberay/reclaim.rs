@@ -58,11 +58,9 @@ async fn an_idle_cluster_goes_with_kuberays_pods_and_services() {
         (p + s == 0).then_some(())
     })
     .await;
-    assert!(
-        env.instances[0]
-            .log_text()
-            .contains("reclaimed idle shared cluster")
-    );
+    env.instances[0]
+        .wait_for_log("reclaimed idle shared cluster")
+        .await;
     eprintln!(
         "[kr-reclaim] job {end}; cluster {cluster} reclaimed with {} pods and {} services",
         owned.0, owned.1
