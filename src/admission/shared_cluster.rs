@@ -124,6 +124,10 @@ impl<W: World> Work<'_, W> {
 
     /// What pool member `name` of the config `digest` is to this job.
     async fn judge(&mut self, name: &str, digest: &str) -> Member {
+        // Counted with the jobs admitted to it but not yet seen, so a burst that arrives
+        // before the member exists spreads over the pool as a slow trickle would.
+        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
+        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
         let cached = self.world.ray_cluster(&self.namespace, name);
         let info = match cached {
             Some(info) => info,
@@ -138,6 +142,7 @@ impl<W: World> Work<'_, W> {
                     .await
                 {
                     Ok(Some(info)) => info,
+                    Ok(None) if full => return Member::Next,
                     Ok(None) => return Member::Use(false),
                     Err(e) => {
                         tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the cluster; the provisioner will look");
@@ -147,7 +152,11 @@ impl<W: World> Work<'_, W> {
                         self.warnings.push(format!(
                             "rayshare: could not check shared RayCluster {name} ({e}); it is made once this job is stored, if missing"
                         ));
-                        return Member::Use(false);
+                        return if full {
+                            Member::Next
+                        } else {
+                            Member::Use(false)
+                        };
                     }
                 }
             }
@@ -155,8 +164,6 @@ impl<W: World> Work<'_, W> {
         if !info.serves(digest) {
             return Member::Conflict;
         }
-        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
-        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
         // A cluster marked for reclaim may be deleted before this job is stored (the
         // reclaimer would not see it in time), and one being deleted would make the job
         // wait for its recreation: a sibling is safe, and ready sooner.

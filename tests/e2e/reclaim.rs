@@ -52,12 +52,7 @@ async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
     .await;
     // Two more whole reclaim passes (one may have been under way), longer than the TTL
     // and the quiet period together: the busy cluster has been judged and kept.
-    let instance = &env.instances[0];
-    let passes = instance.reconcile_passes("RayCluster").await;
-    wait_for("more reclaim passes", || async {
-        (instance.reconcile_passes("RayCluster").await >= passes + 5).then_some(())
-    })
-    .await;
+    env.instances[0].wait_passes("RayCluster", 5).await;
     assert!(
         cluster_uid(&env, &busy).await.is_some(),
         "a cluster with an active job is kept"
@@ -126,12 +121,18 @@ async fn the_pool_spreads_jobs_over_clusters_of_one_config() {
     for i in 0..5 {
         let job = create_job(&env, "rayjob-run-a.yaml", &format!("job-{i}"), json!({})).await;
         *counts.entry(selected(&job).unwrap()).or_default() += 1;
-        // Let the job watch catch up, as it would between real task launches.
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    // Admitted back to back, before any member exists: each counts the jobs already
+    // admitted to it.
     let mut sizes: Vec<usize> = counts.values().copied().collect();
     sizes.sort();
     assert_eq!(sizes, vec![1, 2, 2], "{counts:?}");
+    for cluster in counts.keys() {
+        wait_for("the provisioner to make each member", || {
+            cluster_uid(&env, cluster)
+        })
+        .await;
+    }
     let clusters = env
         .api(&ray_cluster_resource(), &env.ns)
         .list(&ListParams::default())

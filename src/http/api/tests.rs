@@ -176,6 +176,12 @@ async fn dry_run_answers_the_patch_and_creates_nothing() {
     let r = post(s.clone(), &body).await;
     assert!(!patch_of(&r).is_empty());
     assert!(s.world.created().is_empty());
+    let queued = |s: &Arc<AppState<MemoryWorld>>| s.world.events.lock().unwrap().len();
+    assert_eq!(queued(&s), 0, "a dry run queues no event");
+    // The same RayJob for real does.
+    let body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
+    post(s.clone(), &body).await;
+    assert_eq!(queued(&s), 1);
 }
 
 #[tokio::test]
@@ -311,16 +317,19 @@ async fn features_can_be_switched_off() {
     assert!(s.world.created().is_empty());
 }
 
-#[tokio::test]
-async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
-    let mut config = Config::default();
-    config.shared_clusters.max_jobs_per_cluster = 2;
-    let s = state(MemoryWorld::default(), config);
+/// The pool members five jobs are sent to, with at most two jobs per cluster; `stored`:
+/// each job is stored (and its cluster made) before the next arrives.
+async fn five_jobs_on_a_pool_of_two(s: &Arc<AppState<MemoryWorld>>, stored: bool) -> Vec<String> {
     let mut selected = Vec::new();
     for i in 0..5 {
         let mut job = sample("rayjob");
         job["metadata"]["name"] = json!(format!("job-{i}"));
-        let r = post_and_store(s.clone(), &review("ray.io", "v1", "RayJob", "CREATE", job)).await;
+        let body = review("ray.io", "v1", "RayJob", "CREATE", job);
+        let r = if stored {
+            post_and_store(s.clone(), &body).await
+        } else {
+            post(s.clone(), &body).await
+        };
         let op = patch_of(&r)
             .into_iter()
             .find(|o| o["path"] == "/spec/clusterSelector")
@@ -336,6 +345,26 @@ async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
         format!("{base}-2"),
     ];
     assert_eq!(selected, want);
+    selected
+}
+
+/// A burst that arrives before any member exists is spread as a trickle would be: the
+/// jobs admitted to a member count against it before it is made.
+#[tokio::test]
+async fn a_burst_before_the_clusters_exist_fills_each_member_once() {
+    let mut config = Config::default();
+    config.shared_clusters.max_jobs_per_cluster = 2;
+    let s = state(MemoryWorld::default(), config);
+    five_jobs_on_a_pool_of_two(&s, false).await;
+    assert!(s.world.created().is_empty(), "admission made a cluster");
+}
+
+#[tokio::test]
+async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
+    let mut config = Config::default();
+    config.shared_clusters.max_jobs_per_cluster = 2;
+    let s = state(MemoryWorld::default(), config);
+    five_jobs_on_a_pool_of_two(&s, true).await;
     let created: Vec<Value> = s.world.created();
     assert_eq!(created.len(), 3);
     // Pool members are the same config: same spec and digest, different names.
