@@ -184,10 +184,14 @@ async fn demo() {
 
     // What the people who run the jobs see: events on their RayJob, and the pool.
     let first = &selected[0].0;
-    let describe = kubectl(&["describe", "rayjob", first, "-n", ns]);
-    let events = &describe[describe.find("Events:").expect("an Events section")..];
+    // rayshare records the event in the background once the job is stored.
+    let events = wait_for(&format!("the SharedCluster event on {first}"), || async {
+        let describe = kubectl(&["describe", "rayjob", first, "-n", ns]);
+        let events = describe[describe.find("Events:")?..].to_string();
+        events.contains("SharedCluster").then_some(events)
+    })
+    .await;
     println!("$ kubectl describe rayjob {first} -n {ns}   (its Events)\n{events}");
-    assert!(events.contains("SharedCluster"), "{describe}");
     let pool = [
         "get",
         "rayclusters",

@@ -32,14 +32,3 @@ pub async fn wait_event(env: &TestEnv, name: &str, reason: &str) -> String {
     })
     .await
 }
-
-/// Events rayshare queued but did not record, by why (`not_stored`: the object never
-/// appeared, as after a dry run, which must not even queue one).
-pub async fn dropped_events(env: &TestEnv, why: &str) -> u64 {
-    let line = format!("rayshare_events_dropped_total{{reason=\"{why}\"}} ");
-    let metrics = env.instances[0].metrics().await;
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&line)?.trim().parse().ok())
-        .unwrap_or(0)
-}

@@ -531,6 +531,17 @@ impl Rayshare {
             .unwrap_or(0)
     }
 
+    /// Waits until `n` more passes of the reconciler `kind` have ended than had now (so
+    /// with `n = 1`, the pass that may be under way).
+    #[allow(dead_code)] // not every test binary waits for passes
+    pub async fn wait_passes(&self, kind: &str, n: u64) {
+        let passes = self.reconcile_passes(kind).await;
+        wait_for(&format!("{n} more {kind} passes"), || async {
+            (self.reconcile_passes(kind).await >= passes + n).then_some(())
+        })
+        .await
+    }
+
     pub async fn metrics(&self) -> String {
         reqwest::get(format!("{}/metrics", self.admin_url))
             .await

@@ -112,6 +112,8 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
     // Deleted, as Flyte's abort does: a's Ray job stops; the others run on.
     jobs.delete("a", &DeleteParams::default()).await.unwrap();
     RAY_HEAD.wait_status("a-sub", "STOPPED").await;
+    // The pass that stopped a looks at every Ray job of the cluster: let it end first.
+    env.instances[0].wait_passes("RayJobStop", 1).await;
     assert_eq!(RAY_HEAD.status("b-sub").await, "RUNNING");
     assert_eq!(RAY_HEAD.status("c-sub").await, "RUNNING");
 
@@ -134,6 +136,7 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
     RAY_HEAD.wait_status("c-sub", "STOPPED").await;
 
     // Someone else's job on the same head is never touched, only counted.
+    env.instances[0].wait_passes("RayJobStop", 1).await;
     assert_eq!(RAY_HEAD.status("foreign-rayjobs").await, "RUNNING");
     // Counted after the stop call returns, so perhaps after the head shows it stopped.
     for reason in ["rayjob_deleted", "rayjob_finished"] {

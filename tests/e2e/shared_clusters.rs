@@ -3,7 +3,7 @@
 use kube::api::ListParams;
 use serde_json::{Value, json};
 
-use crate::events::{dropped_events, events_on, wait_event};
+use crate::events::wait_event;
 use crate::harness::*;
 
 async fn create_job(env: &TestEnv, mut job: Value, name: &str, dry_run: bool) -> Value {
@@ -169,14 +169,13 @@ async fn a_foreign_cluster_is_not_taken_over_and_dry_run_creates_nothing() {
             .get("app.kubernetes.io/managed-by")
             .is_none()
     );
-    // The job hears why it was left alone; the dry run recorded (and queued) nothing.
+    // The job hears why it was left alone. (That a dry run queues no event is a unit
+    // test: here one would only be dropped, as `not_stored`, 10 s later.)
     let note = wait_event(&env, "a0-0", "SharedClusterFailed").await;
     assert!(
         note.contains("exists that rayshare did not create"),
         "{note}"
     );
-    assert!(events_on(&env, "probe").await.is_empty());
-    assert_eq!(dropped_events(&env, "not_stored").await, 0);
 }
 
 /// A Flyte 2 job from the corpus (tests/fixtures/flyte/v2), without the owner and
