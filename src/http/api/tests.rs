@@ -317,9 +317,12 @@ async fn features_can_be_switched_off() {
     assert!(s.world.created().is_empty());
 }
 
-/// The pool members five jobs are sent to, with at most two jobs per cluster; `stored`:
-/// each job is stored (and its cluster made) before the next arrives.
-async fn five_jobs_on_a_pool_of_two(s: &Arc<AppState<MemoryWorld>>, stored: bool) -> Vec<String> {
+/// Five jobs of one config, at most two per cluster, fill the pool's members in order;
+/// `stored`: each job is stored (and its cluster made) before the next arrives.
+async fn five_jobs_on_a_pool_of_two(stored: bool) -> Arc<AppState<MemoryWorld>> {
+    let mut config = Config::default();
+    config.shared_clusters.max_jobs_per_cluster = 2;
+    let s = state(MemoryWorld::default(), config);
     let mut selected = Vec::new();
     for i in 0..5 {
         let mut job = sample("rayjob");
@@ -345,26 +348,20 @@ async fn five_jobs_on_a_pool_of_two(s: &Arc<AppState<MemoryWorld>>, stored: bool
         format!("{base}-2"),
     ];
     assert_eq!(selected, want);
-    selected
+    s
 }
 
 /// A burst that arrives before any member exists is spread as a trickle would be: the
 /// jobs admitted to a member count against it before it is made.
 #[tokio::test]
 async fn a_burst_before_the_clusters_exist_fills_each_member_once() {
-    let mut config = Config::default();
-    config.shared_clusters.max_jobs_per_cluster = 2;
-    let s = state(MemoryWorld::default(), config);
-    five_jobs_on_a_pool_of_two(&s, false).await;
+    let s = five_jobs_on_a_pool_of_two(false).await;
     assert!(s.world.created().is_empty(), "admission made a cluster");
 }
 
 #[tokio::test]
 async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
-    let mut config = Config::default();
-    config.shared_clusters.max_jobs_per_cluster = 2;
-    let s = state(MemoryWorld::default(), config);
-    five_jobs_on_a_pool_of_two(&s, true).await;
+    let s = five_jobs_on_a_pool_of_two(true).await;
     let created: Vec<Value> = s.world.created();
     assert_eq!(created.len(), 3);
     // Pool members are the same config: same spec and digest, different names.
