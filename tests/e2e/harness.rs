@@ -489,8 +489,9 @@ impl Rayshare {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Waits until the log holds `line`: rayshare writes a line after the call it reports,
-    /// so a test that saw the call's effect through the API may be there first.
+    /// Waits until the log holds `line`: rayshare logs a call after it returns, and its
+    /// log is written by a background thread, so a test that saw the call's effect
+    /// through the API may be there first.
     #[allow(dead_code)] // not every test binary reads logs
     pub async fn wait_for_log(&self, line: &str) {
         wait_for(&format!("{line:?} in the log"), || async {
