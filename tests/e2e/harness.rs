@@ -578,6 +578,9 @@ pub struct TestEnv {
     pub instances: Vec<Rayshare>,
     _dir: tempfile::TempDir,
     pub ca: String,
+    /// The webhook's `timeoutSeconds` when the config's admission budget needs more than
+    /// the chart's default (as an operator raising the one must raise the other).
+    webhook_timeout_seconds: Option<u64>,
 }
 
 pub const DEFAULT_CONFIG: &str = "";
@@ -626,6 +629,9 @@ impl TestEnv {
         if !predates {
             parsed["instance"] = json!(name);
         }
+        let webhook_timeout_seconds = parsed["admissionTimeoutMs"]
+            .as_u64()
+            .map(|ms| ms.div_ceil(1000) + 1);
         let config = serde_norway::to_string(&parsed).unwrap();
         let instances: Vec<Rayshare> = (0..replicas)
             .map(|i| {
@@ -644,6 +650,7 @@ impl TestEnv {
             _dir: dir,
             instances,
             ca: certs.ca_pem,
+            webhook_timeout_seconds,
         };
         env.register_webhook().await;
         env
@@ -652,7 +659,13 @@ impl TestEnv {
     /// The chart's MutatingWebhookConfiguration, rewritten to call this test's instances
     /// by URL, and to select only this test's namespaces.
     pub fn webhook_configuration(&self) -> Value {
-        let rendered = helm_template("templates/webhook.yaml", &[]);
+        let timeout = self
+            .webhook_timeout_seconds
+            .map(|t| format!("webhook.timeoutSeconds={t}"));
+        let rendered = helm_template(
+            "templates/webhook.yaml",
+            &Vec::from_iter(timeout.as_deref()),
+        );
         let mut mwc = rendered
             .into_iter()
             .find(|o| o["kind"] == "MutatingWebhookConfiguration")
