@@ -1,23 +1,41 @@
 //! tracing setup: text or JSON lines on stderr, written off the request path.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::OnceLock;
 
-use tracing_appender::non_blocking::WorkerGuard;
+use tracing_appender::non_blocking::{ErrorCounter, NonBlocking, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{LogArgs, LogFormat};
+
+/// Lines the writer buffers before it drops new ones.
+const BUFFERED_LINES: usize = 8192;
+
+/// The process's log writer's count of dropped lines, once [`init`] has run.
+static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
+
+/// Log lines dropped so far because the output could not keep up
+/// (`rayshare_log_lines_dropped_total`).
+pub fn dropped_lines() -> u64 {
+    DROPPED.get().map_or(0, |c| c.dropped_lines() as u64)
+}
+
+/// A background thread does the writing: a slow or blocked output must not stall
+/// admission requests. The buffer is bounded so a burst cannot grow memory; beyond it
+/// lines are dropped (and counted), never requests delayed.
+fn writer<W: Write + Send + 'static>(out: W, lines: usize) -> (NonBlocking, WorkerGuard) {
+    tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(lines)
+        .lossy(true)
+        .finish(out)
+}
 
 /// Installs the subscriber. Keep the guard alive: dropping it flushes the log buffer.
 pub fn init(args: &LogArgs) -> Result<WorkerGuard, String> {
     let filter = EnvFilter::try_new(&args.log_level)
         .map_err(|e| format!("invalid --log-level {:?}: {e}", args.log_level))?;
-    // A background thread does the writing: a slow or blocked stderr must not stall
-    // admission requests. The buffer is bounded (8k lines) so a burst cannot grow memory;
-    // beyond it lines are dropped, never requests delayed.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(8192)
-        .lossy(true)
-        .finish(std::io::stderr());
+    let (writer, guard) = writer(std::io::stderr(), BUFFERED_LINES);
+    let _ = DROPPED.set(writer.error_counter());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
@@ -32,4 +50,53 @@ pub fn init(args: &LogArgs) -> Result<WorkerGuard, String> {
     };
     result.map_err(|e| e.to_string())?;
     Ok(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// An output that blocks every write until opened, as a stalled stderr pipe would.
+    #[derive(Clone, Default)]
+    struct Stalled(Arc<(Mutex<bool>, Condvar)>);
+
+    impl Stalled {
+        fn open(&self) {
+            *self.0.0.lock().unwrap() = true;
+            self.0.1.notify_all();
+        }
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let (open, changed) = &*self.0;
+            let _open = changed
+                .wait_while(open.lock().unwrap(), |open| !*open)
+                .unwrap();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_output_drops_and_counts_lines_instead_of_blocking() {
+        let out = Stalled::default();
+        let (mut writer, guard) = writer(out.clone(), 4);
+        let started = Instant::now();
+        for _ in 0..100 {
+            writer.write_all(b"a line\n").unwrap();
+        }
+        // 100 writes returned while nothing could be written: none waited for the output.
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let dropped = writer.error_counter().dropped_lines();
+        // At most the buffer and the one line the worker is stuck on got through.
+        assert!((95..=100).contains(&dropped), "{dropped} dropped");
+        out.open();
+        drop(guard);
+    }
 }

@@ -83,6 +83,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("rayshare");
+        registry.register_collector(Box::new(DroppedLogLines));
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
             "admission_requests",
@@ -228,6 +229,28 @@ impl Default for Metrics {
             in_flight,
             leader,
         }
+    }
+}
+
+/// `rayshare_log_lines_dropped_total`, read from the log writer at each scrape.
+#[derive(Debug)]
+struct DroppedLogLines;
+
+impl prometheus_client::collector::Collector for DroppedLogLines {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        let counter =
+            prometheus_client::metrics::counter::ConstCounter::new(crate::logging::dropped_lines());
+        let metric = encoder.encode_descriptor(
+            "log_lines_dropped",
+            "Log lines dropped because the log output could not keep up (admission never waits for it)",
+            None,
+            counter.metric_type(),
+        )?;
+        counter.encode(metric)
     }
 }
 

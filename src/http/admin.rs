@@ -95,5 +95,12 @@ mod tests {
         );
         assert!(body.contains("# TYPE rayshare_provision_create_seconds histogram"));
         assert!(body.contains("rayshare_leader 0"), "{body}");
+        // Read from the log writer at each scrape (none installed here: none dropped).
+        assert!(
+            body.contains(
+                "# TYPE rayshare_log_lines_dropped counter\nrayshare_log_lines_dropped_total 0\n"
+            ),
+            "{body}"
+        );
     }
 }
