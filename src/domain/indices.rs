@@ -43,6 +43,9 @@ pub enum Plan {
     },
 }
 
+/// More hosts per replica than any TPU slice has.
+pub const MAX_HOSTS: u32 = 4096;
+
 /// Decides whether a pod needs indices. `cluster` is what the cache knows of its RayCluster.
 pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: &str) -> Plan {
     let label = |k| labels::get(pod, Meta::Labels, k);
@@ -74,6 +77,13 @@ pub fn plan(pod: &Value, cluster: Option<&ClusterInfo>, cfg: &Indices, opt_out: 
     };
     if hosts <= 1 && !cfg.single_host_replica_index {
         return Plan::Skip(None);
+    }
+    // Each pod's TPU env names every host of its replica: a cluster spec with an absurd
+    // `numOfHosts` must not make every admission build millions of names.
+    if hosts > MAX_HOSTS {
+        return Plan::Skip(Some(format!(
+            "rayshare: indices skipped: worker group {group} has {hosts} hosts per replica, more than {MAX_HOSTS}"
+        )));
     }
     Plan::Claim {
         cluster: cluster_name.into(),
@@ -251,6 +261,7 @@ mod tests {
     #[case::already(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu", "ray.io/worker-group-replica-index": "0"}), Some(cluster(4)), false)]
     #[case::single_host(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), Some(cluster(1)), false)]
     #[case::unknown_cluster(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), None, true)]
+    #[case::absurd_hosts(json!({"ray.io/node-type": "worker", "ray.io/cluster": "c", "ray.io/group": "tpu"}), Some(cluster(u32::MAX)), true)]
     fn pods_that_need_no_indices(
         #[case] l: Value,
         #[case] c: Option<ClusterInfo>,
