@@ -21,8 +21,14 @@ use kube::{Client, ResourceExt};
 use crate::domain::events::{Event, ObjectRef, Regarding};
 use crate::metrics::{Metrics, ReasonLabel};
 
-/// Events waiting to be recorded; more are dropped (and counted).
+/// Events waiting to be recorded, and as many more being looked for; more are dropped
+/// (and counted). Bounded both ways: a flood of forged reviews, whose objects are never
+/// stored and are each looked for over 10 s, cannot grow memory.
 const QUEUE: usize = 4096;
+/// API calls in flight (lookups and publishes); the waits between lookups hold none.
+const CALLS: usize = 16;
+/// One lookup or publish.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Tries to find an admitted object, this far apart (it is stored after every webhook).
 const FIND_AFTER: [Duration; 3] = [
     Duration::from_secs(1),
@@ -51,19 +57,22 @@ impl EventSink {
         };
         let recorder = Recorder::new(client.clone(), reporter);
         let filter = Arc::new(std::sync::Mutex::new(SpamFilter::default()));
-        // Admitted objects are looked up concurrently, a few at a time.
-        let lookups = Arc::new(tokio::sync::Semaphore::new(16));
+        let calls = Arc::new(tokio::sync::Semaphore::new(CALLS));
+        let tasks = Arc::new(tokio::sync::Semaphore::new(QUEUE));
         let m = metrics.clone();
         tokio::spawn(async move {
             while let Some((event, at, wall)) = rx.recv().await {
+                // While all tasks are busy the queue fills, and `record` drops.
+                let Ok(task) = tasks.clone().acquire_owned().await else {
+                    return;
+                };
                 let (client, recorder, filter, m) =
                     (client.clone(), recorder.clone(), filter.clone(), m.clone());
-                let lookups = lookups.clone();
+                let calls = calls.clone();
                 tokio::spawn(async move {
-                    let Ok(_slot) = lookups.acquire().await else {
-                        return;
-                    };
-                    let Some(target) = resolve(&client, &event.regarding, at, wall).await else {
+                    let _task = task;
+                    let found = resolve(&client, &calls, &event.regarding, at, wall).await;
+                    let Some(target) = found else {
                         dropped(&m, "not_stored");
                         return;
                     };
@@ -71,6 +80,9 @@ impl EventSink {
                         dropped(&m, "rate_limited");
                         return;
                     }
+                    let Ok(_call) = calls.acquire().await else {
+                        return;
+                    };
                     publish(&recorder, &event, &target, &m).await;
                 });
             }
@@ -116,7 +128,8 @@ async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics
         action: event.action.into(),
         secondary: None,
     };
-    match recorder.publish(&ev, &reference).await {
+    let published = tokio::time::timeout(CALL_TIMEOUT, recorder.publish(&ev, &reference)).await;
+    match published.unwrap_or_else(|_| Err(kube::Error::Service("timed out".into()))) {
         Ok(()) => {
             let reason = event.reason;
             metrics.events.get_or_create(&ReasonLabel { reason }).inc();
@@ -131,6 +144,7 @@ async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics
 /// The stored object an event is about; for an admitted one, once it is stored.
 async fn resolve(
     client: &Client,
+    calls: &tokio::sync::Semaphore,
     regarding: &Regarding,
     at: Instant,
     wall: Timestamp,
@@ -155,16 +169,26 @@ async fn resolve(
             .as_ref()
             .is_some_and(|t| t.0.as_second() + 1 >= wall.as_second())
     };
+    if name.is_none() && selector.is_none() {
+        return None;
+    }
     for wait in FIND_AFTER {
         tokio::time::sleep_until(tokio::time::Instant::from_std(at + wait)).await;
-        let found = match (name, selector) {
-            (Some(name), _) => api.get_opt(name).await.ok().flatten(),
-            (None, Some(selector)) => {
-                let list = api.list(&ListParams::default().labels(selector)).await.ok();
-                list.and_then(|l| (l.items.len() == 1).then(|| l.items.into_iter().next())?)
+        let _call = calls.acquire().await.ok()?;
+        let lookup = async {
+            match (name, selector) {
+                (Some(name), _) => api.get_opt(name).await.ok().flatten(),
+                (None, Some(selector)) => {
+                    let list = api.list(&ListParams::default().labels(selector)).await.ok();
+                    list.and_then(|l| (l.items.len() == 1).then(|| l.items.into_iter().next())?)
+                }
+                (None, None) => None, // not reached: returned above
             }
-            (None, None) => return None,
         };
+        let found = tokio::time::timeout(CALL_TIMEOUT, lookup)
+            .await
+            .ok()
+            .flatten();
         if let Some(o) = found.filter(fresh) {
             return Some(ObjectRef {
                 api_version: api_version.into(),
