@@ -167,12 +167,21 @@ impl KubeWorld {
             pods: config.pod_groups.enabled.then_some(pod_wakeups.1),
             stops: config.shared_clusters.enabled.then_some(stop_wakeups.1),
         };
-        let stores = (world.clusters.clone(), world.namespaces.clone());
+        // What admission reads: a replica that counted no jobs yet would fill a pool
+        // member past `maxJobsPerCluster` right after a restart.
+        let stores = (
+            world.clusters.clone(),
+            world.namespaces.clone(),
+            world.jobs.as_ref().map(|(_, reader)| reader.clone()),
+        );
         tokio::spawn(async move {
             if let Some(s) = &stores.0 {
                 let _ = s.wait_until_ready().await;
             }
             if let Some(s) = &stores.1 {
+                let _ = s.wait_until_ready().await;
+            }
+            if let Some(s) = &stores.2 {
                 let _ = s.wait_until_ready().await;
             }
             tracing::info!("caches synced");
