@@ -191,13 +191,17 @@ async fn kube_clients(
     args: &ServeArgs,
     background: &tokio::runtime::Handle,
 ) -> anyhow::Result<(kube::Client, kube::Client)> {
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
         }
         None => kube::Config::infer().await?,
     };
+    // No call hangs for ever (kube sets no read timeout); admission's calls have their
+    // own, far shorter bounds. Longer than a watch request (290 s) with its bookmarks.
+    config.read_timeout = Some(std::time::Duration::from_secs(300));
+    config.reset_reader_on_write = true;
     let admission = kube::Client::try_from(config.clone())?;
     let _on = background.enter();
     Ok((admission, kube::Client::try_from(config)?))

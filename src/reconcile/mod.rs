@@ -245,10 +245,17 @@ async fn lead(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now_leading = match elector.try_lead().await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "leader election failed");
+        // Bounded well inside the lease: a hung call must end this replica's lead before
+        // another replica may take the expired lease.
+        let attempt = tokio::time::timeout(election.lease / 3, elector.try_lead()).await;
+        let now_leading = match attempt {
+            Ok(Ok(l)) => l,
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".into(),
+                };
+                tracing::warn!(%error, "leader election failed");
                 metrics.error(Cause::LeaderElection);
                 false
             }
