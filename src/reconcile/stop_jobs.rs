@@ -18,7 +18,7 @@ use super::Key;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
-use crate::domain::shared_cluster::job_life::{self, Owner, StopReason, Submission, Verdict};
+use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_job_resource};
 use crate::world::ray::Dashboard;
@@ -118,14 +118,18 @@ impl Look<'_> {
         };
         let submissions = self.dashboard.submissions(&base).await?;
         // The stored jobs of this namespace by token, as the watch knows them.
-        let known: HashMap<String, Value> = self
-            .world
-            .stored_jobs()
-            .iter()
-            .filter(|j| j.namespace().as_deref() == Some(ns))
-            .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
-            .filter_map(|j| Some((job_life::job_token(&j)?.to_string(), j)))
-            .collect();
+        let mut known: HashMap<String, Vec<Value>> = HashMap::new();
+        for job in self.world.stored_jobs() {
+            if job.namespace().as_deref() != Some(ns) {
+                continue;
+            }
+            let Ok(job) = serde_json::to_value(job.as_ref()) else {
+                continue;
+            };
+            if let Some(token) = job_life::job_token(&job) {
+                known.entry(token.to_string()).or_default().push(job);
+            }
+        }
         let instance = &self.config.instance;
         let mut unattributed = 0;
         // A stop takes a moment to show in the list: one request per submission.
@@ -142,11 +146,11 @@ impl Look<'_> {
                     continue;
                 }
             };
-            let cached = known
-                .get(token)
-                .cloned()
-                .map_or(Owner::Gone, Owner::Present);
-            if !matches!(job_life::verdict(sub, &cached, instance), Verdict::Stop(_)) {
+            let cached = known.get(token).map_or(&[][..], Vec::as_slice);
+            if !matches!(
+                job_life::verdict_of_all(sub, cached, instance),
+                Verdict::Stop(_)
+            ) {
                 continue;
             }
             // The cache may lag (a job just created): ask the API server before acting.
@@ -158,7 +162,7 @@ impl Look<'_> {
                     continue;
                 }
             };
-            if let Verdict::Stop(reason) = job_life::verdict(sub, &owner, instance) {
+            if let Verdict::Stop(reason) = job_life::verdict_of_all(sub, &owner, instance) {
                 self.stop(&base, &cluster, sub, reason).await;
                 stopping.insert(sub.id.clone(), Instant::now());
             }
@@ -173,15 +177,17 @@ impl Look<'_> {
         Ok(())
     }
 
-    async fn owner(&self, ns: &str, token: &str) -> Result<Owner, kube::Error> {
+    /// Every RayJob that carries the token, as the API server has them.
+    async fn owner(&self, ns: &str, token: &str) -> Result<Vec<Value>, kube::Error> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
         let params = ListParams::default().labels(&format!("{}={token}", job_life::TOKEN_LABEL));
         let list = api.list(&params).await?;
-        Ok(match list.items.into_iter().next() {
-            None => Owner::Gone,
-            Some(job) => Owner::Present(serde_json::to_value(job).unwrap_or_default()),
-        })
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|job| serde_json::to_value(job).ok())
+            .collect())
     }
 
     async fn stop(&self, base: &str, cluster_object: &Value, sub: &Submission, why: StopReason) {

@@ -108,15 +108,6 @@ pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
         .collect())
 }
 
-/// What the API server says of the RayJob a submission's token names.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Owner {
-    /// No RayJob carries the token (deleted, finalizers and all).
-    Gone,
-    /// The RayJob, as stored.
-    Present(Value),
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// Over already, or its RayJob still wants it.
@@ -155,18 +146,36 @@ impl StopReason {
     }
 }
 
-/// Whether installation `instance` stops `sub`, given what is known of the RayJob its
-/// token names. Another installation's submissions are not this one's to judge.
-pub fn verdict(sub: &Submission, owner: &Owner, instance: &str) -> Verdict {
+/// Whether installation `instance` stops `sub`, given every stored RayJob that carries its
+/// token (none: deleted). Another installation's submissions are not this one's to judge.
+/// A copy of a rewritten RayJob (`kubectl get -o yaml`, renamed, created again) keeps its
+/// original's token, so a submission is stopped only when none of them still wants it.
+pub fn verdict_of_all(sub: &Submission, jobs: &[Value], instance: &str) -> Verdict {
+    if jobs.is_empty() {
+        return judge(sub, None, instance);
+    }
+    let mut stop = None;
+    for job in jobs {
+        match judge(sub, Some(job), instance) {
+            Verdict::Stop(reason) => {
+                stop.get_or_insert(reason);
+            }
+            other => return other,
+        }
+    }
+    stop.map_or(Verdict::Leave, Verdict::Stop)
+}
+
+/// The verdict for one RayJob carrying the token (`None`: none does).
+fn judge(sub: &Submission, job: Option<&Value>, instance: &str) -> Verdict {
     if sub.tie.as_ref().is_none_or(|(i, _)| i != instance) {
         return Verdict::Unattributed;
     }
     if !sub.active() {
         return Verdict::Leave;
     }
-    let job = match owner {
-        Owner::Gone => return Verdict::Stop(StopReason::Deleted),
-        Owner::Present(job) => job,
+    let Some(job) = job else {
+        return Verdict::Stop(StopReason::Deleted);
     };
     if job["metadata"]["deletionTimestamp"].is_string() {
         return Verdict::Stop(StopReason::Deleted);

@@ -11,29 +11,29 @@ fn sub(status: &str, token: Option<&str>) -> Submission {
     }
 }
 
-fn job(status: Value, deleting: bool) -> Owner {
+fn job(status: Value, deleting: bool) -> Vec<Value> {
     let mut j = json!({ "metadata": { "name": "a" }, "status": status });
     if deleting {
         j["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     }
-    Owner::Present(j)
+    vec![j]
 }
 
 #[rstest]
-#[case::foreign_job(sub("RUNNING", None), Owner::Gone, Verdict::Unattributed)]
-#[case::foreign_and_over(sub("SUCCEEDED", None), Owner::Gone, Verdict::Unattributed)]
+#[case::foreign_job(sub("RUNNING", None), vec![], Verdict::Unattributed)]
+#[case::foreign_and_over(sub("SUCCEEDED", None), vec![], Verdict::Unattributed)]
 #[case::deleted(
     sub("RUNNING", Some("t")),
-    Owner::Gone,
+    vec![],
     Verdict::Stop(StopReason::Deleted)
 )]
 #[case::deleted_pending(
     sub("PENDING", Some("t")),
-    Owner::Gone,
+    vec![],
     Verdict::Stop(StopReason::Deleted)
 )]
-#[case::deleted_but_over(sub("STOPPED", Some("t")), Owner::Gone, Verdict::Leave)]
-#[case::deleted_and_failed(sub("FAILED", Some("t")), Owner::Gone, Verdict::Leave)]
+#[case::deleted_but_over(sub("STOPPED", Some("t")), vec![], Verdict::Leave)]
+#[case::deleted_and_failed(sub("FAILED", Some("t")), vec![], Verdict::Leave)]
 #[case::being_deleted(
     sub("RUNNING", Some("t")),
     job(json!({"jobDeploymentStatus": "Running"}), true),
@@ -65,10 +65,36 @@ fn job(status: Value, deleting: bool) -> Owner {
     job(json!({"jobDeploymentStatus": "Retrying", "jobId": ""}), false),
     Verdict::Leave
 )]
-fn verdicts(#[case] s: Submission, #[case] owner: Owner, #[case] expected: Verdict) {
-    assert_eq!(verdict(&s, &owner, "rs"), expected);
+fn verdicts(#[case] s: Submission, #[case] owners: Vec<Value>, #[case] expected: Verdict) {
+    assert_eq!(verdict_of_all(&s, &owners, "rs"), expected);
     // Another installation's submission is never this one's to stop.
-    assert_eq!(verdict(&s, &owner, "other"), Verdict::Unattributed);
+    assert_eq!(verdict_of_all(&s, &owners, "other"), Verdict::Unattributed);
+}
+
+/// A copy of a rewritten RayJob carries its original's token: the submission runs on
+/// while any of them still wants it.
+#[rstest]
+#[case::original_done_copy_running(
+    [json!({"jobDeploymentStatus": "Complete", "jobId": "job-a-x0"}), json!({"jobDeploymentStatus": "Running", "jobId": "job-a-x1"})],
+    Verdict::Leave
+)]
+#[case::both_running_this_is_the_copys(
+    [json!({"jobDeploymentStatus": "Running", "jobId": "job-a-x0"}), json!({"jobDeploymentStatus": "Running", "jobId": "job-a-x1"})],
+    Verdict::Leave
+)]
+#[case::both_over(
+    [json!({"jobDeploymentStatus": "Complete"}), json!({"jobDeploymentStatus": "Failed"})],
+    Verdict::Stop(StopReason::Finished)
+)]
+fn copies_of_a_rewritten_job(#[case] statuses: [Value; 2], #[case] expected: Verdict) {
+    for order in [[0, 1], [1, 0]] {
+        let owners: Vec<Value> = order
+            .iter()
+            .flat_map(|&i| job(statuses[i].clone(), false))
+            .collect();
+        let s = sub("RUNNING", Some("t"));
+        assert_eq!(verdict_of_all(&s, &owners, "rs"), expected, "{order:?}");
+    }
 }
 
 #[test]
