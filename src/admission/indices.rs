@@ -6,13 +6,12 @@ use crate::domain::events::{self, Event, Regarding};
 use crate::domain::indices::Slot;
 use crate::domain::labels::Meta;
 use crate::domain::{indices, labels};
-use crate::world::{IndexRequest, World};
+use crate::world::{ClusterInfo, IndexRequest, World};
 
 impl<W: World> Work<'_, W> {
     pub(super) async fn indices(&mut self) {
         let cfg = &self.cfg.indices;
-        let cluster_name = labels::get(self.object(), Meta::Labels, labels::RAY_CLUSTER);
-        let info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
+        let info = self.cluster_of_worker().await;
         let (cluster, group, hosts) = match indices::plan(
             self.object(),
             info.as_ref(),
@@ -77,6 +76,39 @@ impl<W: World> Work<'_, W> {
             Err(e) => {
                 let msg = format!("rayshare: no replica/host indices for this pod: {e}");
                 self.fail(e.cause(), msg, cfg.deny_on_error);
+            }
+        }
+    }
+}
+
+impl<W: World> Work<'_, W> {
+    /// The worker's RayCluster as the cache knows it; asked of the API server when the
+    /// cache does not know it or its group yet (KubeRay makes a cluster's first pods, or a
+    /// new group's, a moment after the cluster: the watch may not have caught up).
+    async fn cluster_of_worker(&mut self) -> Option<ClusterInfo> {
+        let label = |k| labels::get(self.object(), Meta::Labels, k).map(str::to_string);
+        let name = label(labels::RAY_CLUSTER)?;
+        let group = label(labels::RAY_GROUP).unwrap_or_default();
+        let cached = self.world.ray_cluster(&self.namespace, &name);
+        if cached
+            .as_ref()
+            .is_some_and(|c| c.worker_hosts.contains_key(&group))
+        {
+            return cached;
+        }
+        let timeout = self.budget(self.cfg.indices.claim_timeout_ms);
+        match self
+            .world
+            .fetch_cluster(&self.namespace, &name, timeout)
+            .await
+        {
+            Ok(fetched) => fetched.or(cached),
+            Err(e) => {
+                tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the worker's cluster");
+                if let Some(m) = self.metrics {
+                    m.error(e.cause());
+                }
+                cached
             }
         }
     }

@@ -103,6 +103,8 @@ pub struct MemoryWorld {
     pub fail_writes: Option<WorldError>,
     /// Events admission asked to record.
     pub events: Mutex<Vec<Event>>,
+    /// The cache has seen no RayCluster yet (reads of the API server find them).
+    pub cache_behind: bool,
 }
 
 fn key(object: &Value) -> (String, String, String) {
@@ -175,8 +177,8 @@ impl MemoryWorld {
     }
 }
 
-impl World for MemoryWorld {
-    fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
+impl MemoryWorld {
+    fn stored_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
         let objects = self.objects.lock().expect("not poisoned");
         let k = (
             "RayCluster".to_string(),
@@ -184,6 +186,15 @@ impl World for MemoryWorld {
             name.to_string(),
         );
         objects.get(&k).map(ClusterInfo::from_value)
+    }
+}
+
+impl World for MemoryWorld {
+    fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
+        if self.cache_behind {
+            return None;
+        }
+        self.stored_cluster(namespace, name)
     }
 
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
@@ -196,7 +207,7 @@ impl World for MemoryWorld {
         name: &str,
         _timeout: Duration,
     ) -> Result<Option<ClusterInfo>, WorldError> {
-        Ok(self.ray_cluster(namespace, name))
+        Ok(self.stored_cluster(namespace, name))
     }
 
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {

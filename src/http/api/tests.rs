@@ -398,3 +398,37 @@ async fn a_cluster_on_its_way_out_sends_the_job_to_the_next_pool_member(#[case] 
     let base = selected(&first);
     assert_eq!(selected(&r), json!(format!("{}-1", base.as_str().unwrap())));
 }
+
+/// KubeRay makes a cluster's first worker pods a moment after the cluster: a cache that
+/// has not caught up is not a reason to leave a slice's pod without indices.
+#[rstest]
+#[case::cache_caught_up(false)]
+#[case::cache_behind(true)]
+#[tokio::test]
+async fn a_worker_of_a_cluster_the_cache_has_not_seen_still_gets_indices(#[case] behind: bool) {
+    let world = MemoryWorld {
+        cache_behind: behind,
+        ..MemoryWorld::default()
+    };
+    let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "tpu", "namespace": "team", "uid": "u-tpu"},
+        "spec": {"workerGroupSpecs": [{"groupName": "a", "replicas": 2, "numOfHosts": 4}]}});
+    world
+        .objects
+        .lock()
+        .unwrap()
+        .insert(("RayCluster".into(), "team".into(), "tpu".into()), cluster);
+    let s = state(world, Config::default());
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "tpu-a-",
+            "labels": {"ray.io/cluster": "tpu", "ray.io/group": "a", "ray.io/node-type": "worker"}},
+        "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}});
+    let r = post(s, &review("", "v1", "Pod", "CREATE", pod)).await;
+    let ops = patch_of(&r);
+    let labelled = |key: &str| {
+        ops.iter()
+            .any(|o| o.to_string().contains(&key.replace('/', "~1")))
+    };
+    assert!(labelled("ray.io/worker-group-replica-index"), "{r}");
+    assert!(labelled("ray.io/replica-host-index"), "{r}");
+}
