@@ -428,6 +428,14 @@ impl Config {
         if self.indices.reconcile_interval_seconds == 0 {
             return invalid("indices.reconcileIntervalSeconds", "must be positive");
         }
+        // Zero would release a claim, or delete a marked cluster, while the admission that
+        // relies on it is still on its way to the API server.
+        if self.indices.claim_in_flight_seconds == 0 {
+            return invalid("indices.claimInFlightSeconds", "must be positive");
+        }
+        if self.reclaim.quiet_seconds == 0 {
+            return invalid("reclaim.quietSeconds", "must be positive");
+        }
         if self
             .shared_clusters
             .run_scoped_env_prefixes
@@ -493,6 +501,11 @@ mod tests {
         "sharedClusters:\n  stopJobs:\n    intervalSeconds: 0\n",
         "sharedClusters.stopJobs.intervalSeconds"
     )]
+    #[case(
+        "indices:\n  claimInFlightSeconds: 0\n",
+        "indices.claimInFlightSeconds"
+    )]
+    #[case("reclaim:\n  quietSeconds: 0\n", "reclaim.quietSeconds")]
     fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
         let err = Config::parse(text).unwrap_err().to_string();
         assert!(err.contains(field), "{err} should name {field}");
