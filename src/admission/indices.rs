@@ -11,13 +11,27 @@ use crate::world::{ClusterInfo, IndexRequest, World};
 impl<W: World> Work<'_, W> {
     pub(super) async fn indices(&mut self) {
         let cfg = &self.cfg.indices;
-        let info = self.cluster_of_worker().await;
-        let (cluster, group, hosts) = match indices::plan(
-            self.object(),
-            info.as_ref(),
-            cfg,
-            &self.cfg.opt_out_annotation,
-        ) {
+        let plan = |info: Option<&ClusterInfo>| {
+            indices::plan(self.object(), info, cfg, &self.cfg.opt_out_annotation)
+        };
+        let cluster_name = labels::get(self.object(), Meta::Labels, labels::RAY_CLUSTER);
+        let mut info = cluster_name.and_then(|c| self.world.ray_cluster(&self.namespace, c));
+        let mut planned = plan(info.as_ref());
+        // KubeRay makes a cluster's first pods, or a new group's, a moment after the
+        // cluster: the watch may not have caught up. Ask before leaving a pod without.
+        let group = labels::get(self.object(), Meta::Labels, labels::RAY_GROUP).unwrap_or("");
+        let unknown = info
+            .as_ref()
+            .is_none_or(|c| !c.worker_hosts.contains_key(group));
+        if unknown
+            && matches!(planned, indices::Plan::Skip(Some(_)))
+            && let Some(name) = cluster_name
+            && let Ok(Some(read)) = self.read_cluster(name, cfg.claim_timeout_ms).await
+        {
+            info = Some(read);
+            planned = plan(info.as_ref());
+        }
+        let (cluster, group, hosts) = match planned {
             indices::Plan::Skip(warning) => {
                 if warning.is_some()
                     && info.is_none()
@@ -76,39 +90,6 @@ impl<W: World> Work<'_, W> {
             Err(e) => {
                 let msg = format!("rayshare: no replica/host indices for this pod: {e}");
                 self.fail(e.cause(), msg, cfg.deny_on_error);
-            }
-        }
-    }
-}
-
-impl<W: World> Work<'_, W> {
-    /// The worker's RayCluster as the cache knows it; asked of the API server when the
-    /// cache does not know it or its group yet (KubeRay makes a cluster's first pods, or a
-    /// new group's, a moment after the cluster: the watch may not have caught up).
-    async fn cluster_of_worker(&mut self) -> Option<ClusterInfo> {
-        let label = |k| labels::get(self.object(), Meta::Labels, k).map(str::to_string);
-        let name = label(labels::RAY_CLUSTER)?;
-        let group = label(labels::RAY_GROUP).unwrap_or_default();
-        let cached = self.world.ray_cluster(&self.namespace, &name);
-        if cached
-            .as_ref()
-            .is_some_and(|c| c.worker_hosts.contains_key(&group))
-        {
-            return cached;
-        }
-        let timeout = self.budget(self.cfg.indices.claim_timeout_ms);
-        match self
-            .world
-            .fetch_cluster(&self.namespace, &name, timeout)
-            .await
-        {
-            Ok(fetched) => fetched.or(cached),
-            Err(e) => {
-                tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the worker's cluster");
-                if let Some(m) = self.metrics {
-                    m.error(e.cause());
-                }
-                cached
             }
         }
     }

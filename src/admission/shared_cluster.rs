@@ -128,38 +128,30 @@ impl<W: World> Work<'_, W> {
         // before the member exists spreads over the pool as a slow trickle would.
         let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
         let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
-        let cached = self.world.ray_cluster(&self.namespace, name);
-        let info = match cached {
+        // Not made yet (as far as this job can tell): it goes here unless full.
+        let absent = if full {
+            Member::Next
+        } else {
+            Member::Use(false)
+        };
+        let info = match self.world.ray_cluster(&self.namespace, name) {
             Some(info) => info,
             // Not cached (new, or the watch is behind): ask, so a cluster someone else
-            // made under this name a moment ago is never selected. A read only; when it
-            // fails the provisioner still refuses to touch a cluster it did not make.
-            None => {
-                let timeout = self.budget(self.cfg.shared_clusters.create_timeout_ms);
-                match self
-                    .world
-                    .fetch_cluster(&self.namespace, name, timeout)
-                    .await
-                {
-                    Ok(Some(info)) => info,
-                    Ok(None) if full => return Member::Next,
-                    Ok(None) => return Member::Use(false),
-                    Err(e) => {
-                        tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the cluster; the provisioner will look");
-                        if let Some(m) = self.metrics {
-                            m.error(e.cause());
-                        }
-                        self.warnings.push(format!(
-                            "rayshare: could not check shared RayCluster {name} ({e}); it is made once this job is stored, if missing"
-                        ));
-                        return if full {
-                            Member::Next
-                        } else {
-                            Member::Use(false)
-                        };
-                    }
+            // made under this name a moment ago is never selected. When the read fails
+            // the provisioner still refuses to touch a cluster it did not make.
+            None => match self
+                .read_cluster(name, self.cfg.shared_clusters.create_timeout_ms)
+                .await
+            {
+                Ok(Some(info)) => info,
+                Ok(None) => return absent,
+                Err(e) => {
+                    self.warnings.push(format!(
+                        "rayshare: could not check shared RayCluster {name} ({e}); it is made once this job is stored, if missing"
+                    ));
+                    return absent;
                 }
-            }
+            },
         };
         if !info.serves(digest) {
             return Member::Conflict;

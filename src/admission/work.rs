@@ -8,7 +8,7 @@ use super::AdmissionRequest;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
-use crate::world::World;
+use crate::world::{ClusterInfo, World, WorldError};
 
 /// Accumulates one request's changes; each feature either applies fully or not at all.
 pub(super) struct Work<'a, W: World> {
@@ -56,6 +56,27 @@ impl<W: World> Work<'_, W> {
         if self.failure.is_none() || deny {
             self.failure = Some((cause, deny));
         }
+    }
+
+    /// The RayCluster `name` as the API server has it now, for a name the cache does not
+    /// know (yet). A read only; a failure is logged and counted here, the caller decides.
+    pub(super) async fn read_cluster(
+        &self,
+        name: &str,
+        timeout_ms: u64,
+    ) -> Result<Option<ClusterInfo>, WorldError> {
+        let timeout = self.budget(timeout_ms);
+        let read = self
+            .world
+            .fetch_cluster(&self.namespace, name, timeout)
+            .await;
+        if let Err(e) = &read {
+            tracing::warn!(uid = %self.req.uid, error = %e, cluster = %name, "cannot read the RayCluster");
+            if let Some(m) = self.metrics {
+                m.error(e.cause());
+            }
+        }
+        read
     }
 
     /// A call's timeout: its own bound, within what is left of the request's budget

@@ -3,7 +3,7 @@
 //! Which slot is free is decided here; which slot a pod *gets* is decided by the API
 //! server (see `kube_world::claim_slot`): a cache cannot make indices unique.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -17,6 +17,20 @@ use crate::domain::labels::Meta;
 pub struct Slot {
     pub replica: u32,
     pub host: u32,
+}
+
+impl Slot {
+    /// The slot a pod's (or a claim's) labels say it holds. A single-host group's pods
+    /// carry only the replica index (`indices.singleHostReplicaIndex`): their host is 0.
+    pub fn of_labels(l: &BTreeMap<String, String>) -> Option<Slot> {
+        Some(Slot {
+            replica: l.get(labels::REPLICA_INDEX)?.parse().ok()?,
+            host: match l.get(labels::HOST_INDEX) {
+                Some(host) => host.parse().ok()?,
+                None => 0,
+            },
+        })
+    }
 }
 
 /// The lowest replica that still lacks hosts (else the next one), and the lowest free
@@ -231,6 +245,21 @@ mod tests {
     fn assignment_rule(#[case] taken: &[(u32, u32)], #[case] hosts: u32, #[case] want: (u32, u32)) {
         let got = next_slot(&slots(taken), hosts);
         assert_eq!((got.replica, got.host), want);
+    }
+
+    #[rstest]
+    #[case::multi_host(&[(labels::REPLICA_INDEX, "3"), (labels::HOST_INDEX, "2")], Some((3, 2)))]
+    // Otherwise its claim would look stale once in flight too long, and be given again.
+    #[case::single_host_pod(&[(labels::REPLICA_INDEX, "3")], Some((3, 0)))]
+    #[case::no_replica(&[(labels::HOST_INDEX, "2")], None)]
+    #[case::garbage(&[(labels::REPLICA_INDEX, "x")], None)]
+    fn the_slot_a_pod_or_claim_holds(#[case] l: &[(&str, &str)], #[case] want: Option<(u32, u32)>) {
+        let l = l
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let want = want.map(|(replica, host)| Slot { replica, host });
+        assert_eq!(Slot::of_labels(&l), want);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use super::{age, delete_exact, list_metadata};
 use crate::cause::Cause;
 use crate::config::Indices;
+use crate::domain::indices::Slot;
 use crate::domain::labels;
 use crate::metrics::Metrics;
 use crate::world::kube::{INDEX_CLAIM, lease_resource};
@@ -21,7 +22,7 @@ pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
     }
 }
 
-type SlotKey = (String, String, String, String, String);
+type SlotKey = (String, String, String, Slot);
 
 fn slot_key(
     namespace: Option<&String>,
@@ -31,10 +32,7 @@ fn slot_key(
         namespace?.clone(),
         l.get(labels::RAY_CLUSTER)?.clone(),
         l.get(labels::RAY_GROUP)?.clone(),
-        l.get(labels::REPLICA_INDEX)?.clone(),
-        l.get(labels::HOST_INDEX)
-            .cloned()
-            .unwrap_or_else(|| "0".into()),
+        Slot::of_labels(l)?,
     ))
 }
 

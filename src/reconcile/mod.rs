@@ -248,18 +248,15 @@ async fn lead(
         // Bounded well inside the lease: a hung call must end this replica's lead before
         // another replica may take the expired lease.
         let attempt = tokio::time::timeout(election.lease / 3, elector.try_lead()).await;
-        let now_leading = match attempt {
-            Ok(Ok(l)) => l,
-            failed => {
-                let error = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "timed out".into(),
-                };
-                tracing::warn!(%error, "leader election failed");
-                metrics.error(Cause::LeaderElection);
-                false
-            }
+        let (now_leading, error) = match attempt {
+            Ok(Ok(leading)) => (leading, None),
+            Ok(Err(e)) => (false, Some(e.to_string())),
+            Err(_) => (false, Some("timed out".to_string())),
         };
+        if let Some(error) = error {
+            tracing::warn!(%error, "leader election failed");
+            metrics.error(Cause::LeaderElection);
+        }
         leading.send_if_modified(|l| {
             let changed = *l != now_leading;
             if changed {

@@ -175,9 +175,7 @@ impl MemoryWorld {
         out.sort_by(|a, b| a.0.cmp(b.0));
         out.into_iter().map(|(_, v)| v.clone()).collect()
     }
-}
 
-impl MemoryWorld {
     fn stored_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
         let objects = self.objects.lock().expect("not poisoned");
         let k = (

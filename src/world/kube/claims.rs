@@ -117,16 +117,11 @@ impl KubeWorld {
             .items
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| slot_of(p.metadata.labels.as_ref()?))
+            .filter_map(|p| Slot::of_labels(p.metadata.labels.as_ref()?))
             .collect();
         let judged = judge(&claims, &r.cluster_uid, &held, self.claim_in_flight);
         // A dry run has no side effects, not even tidying.
-        let stale = if r.dry_run {
-            &[][..]
-        } else {
-            &judged.stale[..]
-        };
-        for stale in stale {
+        for stale in judged.stale.iter().filter(|_| !r.dry_run) {
             // Only exactly the claim we judged: a fresh claim of the slot survives.
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -212,18 +207,6 @@ pub(super) struct Claim {
     pub age: Duration,
 }
 
-/// The slot a claim or a pod holds. A single-host group's pods carry only the replica
-/// index (`indices.singleHostReplicaIndex`): their host is 0.
-fn slot_of(l: &std::collections::BTreeMap<String, String>) -> Option<Slot> {
-    Some(Slot {
-        replica: l.get(labels::REPLICA_INDEX)?.parse().ok()?,
-        host: match l.get(labels::HOST_INDEX) {
-            Some(host) => host.parse().ok()?,
-            None => 0,
-        },
-    })
-}
-
 impl Claim {
     fn read(o: &PartialObjectMeta<DynamicObject>) -> Option<Self> {
         let m = &o.metadata;
@@ -231,7 +214,7 @@ impl Claim {
             name: m.name.clone()?,
             uid: m.uid.clone().unwrap_or_default(),
             resource_version: m.resource_version.clone().unwrap_or_default(),
-            slot: slot_of(m.labels.as_ref()?)?,
+            slot: Slot::of_labels(m.labels.as_ref()?)?,
             owner: m
                 .owner_references
                 .iter()
@@ -302,21 +285,6 @@ mod tests {
     }
 
     const IN_FLIGHT: Duration = Duration::from_secs(10);
-
-    #[rstest]
-    #[case::multi_host(&[(labels::REPLICA_INDEX, "3"), (labels::HOST_INDEX, "2")], Some((3, 2)))]
-    // Otherwise its claim would look stale once in flight too long, and be given again.
-    #[case::single_host_pod(&[(labels::REPLICA_INDEX, "3")], Some((3, 0)))]
-    #[case::no_replica(&[(labels::HOST_INDEX, "2")], None)]
-    #[case::garbage(&[(labels::REPLICA_INDEX, "x")], None)]
-    fn the_slot_a_pod_or_claim_holds(#[case] l: &[(&str, &str)], #[case] want: Option<(u32, u32)>) {
-        let l = l
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let want = want.map(|(replica, host)| Slot { replica, host });
-        assert_eq!(slot_of(&l), want);
-    }
 
     #[rstest]
     #[case::held_by_a_pod(claim(0, 1, "c1", 300), &[(0, 1)], &[(0, 1)], 0)]

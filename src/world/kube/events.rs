@@ -169,20 +169,22 @@ async fn resolve(
             .as_ref()
             .is_some_and(|t| t.0.as_second() + 1 >= wall.as_second())
     };
-    if name.is_none() && selector.is_none() {
-        return None;
-    }
+    // By name, else by a selector that only it matches.
+    let by_name = match (name, selector) {
+        (Some(name), _) => Ok(name),
+        (None, Some(selector)) => Err(ListParams::default().labels(selector)),
+        (None, None) => return None,
+    };
     for wait in FIND_AFTER {
         tokio::time::sleep_until(tokio::time::Instant::from_std(at + wait)).await;
         let _call = calls.acquire().await.ok()?;
         let lookup = async {
-            match (name, selector) {
-                (Some(name), _) => api.get_opt(name).await.ok().flatten(),
-                (None, Some(selector)) => {
-                    let list = api.list(&ListParams::default().labels(selector)).await.ok();
-                    list.and_then(|l| (l.items.len() == 1).then(|| l.items.into_iter().next())?)
+            match &by_name {
+                Ok(name) => api.get_opt(name).await.ok().flatten(),
+                Err(params) => {
+                    let list = api.list(params).await.ok()?;
+                    (list.items.len() == 1).then(|| list.items.into_iter().next())?
                 }
-                (None, None) => None, // not reached: returned above
             }
         };
         let found = tokio::time::timeout(CALL_TIMEOUT, lookup)
