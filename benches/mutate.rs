@@ -303,6 +303,18 @@ fn cases() -> Vec<Case> {
         &cfg,
         world_with_shared_cluster(&rayjob_a, &cfg),
     ));
+    // The worst a tenant can write into a RayJob: each refused at a bound, unchanged.
+    for (kind, text) in shared_cluster::kuberay_yaml::hostile::runtime_envs() {
+        let mut job = rayjob_b.clone();
+        job["spec"]["runtimeEnvYAML"] = json!(text);
+        let name: &'static str = format!("handle hostile rayjob review: {kind}").leak();
+        cases.push(handle_case(
+            name,
+            review(&job, false),
+            &cfg,
+            world_with_shared_cluster(&rayjob_a, &cfg),
+        ));
+    }
     cases
 }
 

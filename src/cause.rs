@@ -18,6 +18,10 @@ pub enum Cause {
     // An object rayshare cannot do its job for (it passes unchanged, or is denied).
     NoObject,
     OddObject,
+    /// Tenant-written text past one of rayshare's bounds (depth, size, expansion).
+    InputBound,
+    /// More admissions in flight than `admission.maxInFlight`.
+    Overloaded,
     NameConflict,
     PoolExhausted,
     ClusterNotCached,
@@ -55,6 +59,8 @@ impl Cause {
             Self::NotFound => "not_found",
             Self::NoObject => "no_object",
             Self::OddObject => "odd_object",
+            Self::InputBound => "input_bound",
+            Self::Overloaded => "overloaded",
             Self::NameConflict => "name_conflict",
             Self::PoolExhausted => "pool_exhausted",
             Self::ClusterNotCached => "cluster_not_cached",

@@ -10,7 +10,7 @@ use crate::cause::Cause;
 use crate::domain::events::{self, Event, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
-use crate::domain::shared_cluster::{self, MAX_POOL, job_life, member_name};
+use crate::domain::shared_cluster::{self, MAX_POOL, PlanError, job_life, member_name};
 use crate::world::World;
 
 /// What admission makes of one pool member.
@@ -38,10 +38,13 @@ impl<W: World> Work<'_, W> {
         );
         let rewrite = match plan {
             Err(why) => {
-                let msg =
-                    format!("rayshare: RayJob left unchanged, its shape was not understood: {why}");
+                let (cause, what) = match &why {
+                    PlanError::Odd(_) => (Cause::OddObject, "its shape was not understood"),
+                    PlanError::Bound(_) => (Cause::InputBound, "past rayshare's bounds"),
+                };
+                let msg = format!("rayshare: RayJob left unchanged, {what}: {why}");
                 self.job_event(true, "SharedClusterFailed", &msg, None);
-                return self.fail(Cause::OddObject, msg, cfg.deny_on_error);
+                return self.fail(cause, msg, cfg.deny_on_error);
             }
             Ok(shared_cluster::Plan::Skip(warning)) => {
                 if let Some(w) = &warning {

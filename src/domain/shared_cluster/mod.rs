@@ -36,7 +36,38 @@ pub struct Rewrite {
     pub warnings: Vec<String>,
 }
 
-fn skip(reason: impl Into<String>) -> Result<Plan, String> {
+/// Why a RayJob was not planned: a shape rayshare does not understand, or a part of it
+/// past rayshare's bounds on tenant-written text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{0}")]
+    Odd(String),
+    #[error("{0}")]
+    Bound(String),
+}
+
+impl From<String> for PlanError {
+    fn from(why: String) -> Self {
+        Self::Odd(why)
+    }
+}
+
+impl From<&str> for PlanError {
+    fn from(why: &str) -> Self {
+        Self::Odd(why.into())
+    }
+}
+
+impl From<kuberay_yaml::ReadError> for PlanError {
+    fn from(e: kuberay_yaml::ReadError) -> Self {
+        match e {
+            kuberay_yaml::ReadError::Invalid(why) => Self::Odd(format!("runtimeEnvYAML: {why}")),
+            kuberay_yaml::ReadError::Bound(why) => Self::Bound(format!("runtimeEnvYAML {why}")),
+        }
+    }
+}
+
+fn skip(reason: impl Into<String>) -> Result<Plan, PlanError> {
     Ok(Plan::Skip(Some(reason.into())))
 }
 
@@ -87,7 +118,7 @@ pub fn plan(
     cfg: &SharedClusters,
     opt_out: &str,
     by: Admitter,
-) -> Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
         return Err("RayJob has no spec object".into());
     };

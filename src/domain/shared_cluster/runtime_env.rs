@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::kuberay_yaml;
+use super::kuberay_yaml::{self, ReadError};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Merged {
@@ -27,16 +27,16 @@ pub fn merge_env_vars(
     runtime_env_yaml: Option<&str>,
     vars: &[(String, String)],
     reserved: &[(String, String)],
-) -> Result<Merged, String> {
+) -> Result<Merged, ReadError> {
     let mut env = match runtime_env_yaml {
         None => Value::Null,
-        Some(text) => kuberay_yaml::read(text).map_err(|e| format!("runtimeEnvYAML: {e}"))?,
+        Some(text) => kuberay_yaml::read(text)?,
     };
     if env.is_null() {
         env = Value::Object(Map::new());
     }
     let Some(root) = env.as_object_mut() else {
-        return Err("runtimeEnvYAML is not a YAML mapping".into());
+        return Err(ReadError::Invalid("not a YAML mapping".into()));
     };
     let env_vars = root
         .entry("env_vars")
@@ -45,7 +45,7 @@ pub fn merge_env_vars(
         *env_vars = Value::Object(Map::new());
     }
     let Some(env_vars) = env_vars.as_object_mut() else {
-        return Err("runtimeEnvYAML env_vars is not a mapping".into());
+        return Err(ReadError::Invalid("env_vars is not a mapping".into()));
     };
     let not_strings = env_vars
         .iter()
