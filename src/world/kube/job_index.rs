@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
-use super::pending::Pending;
+use super::pending::{PENDING_FOR, Pending};
 use crate::domain::labels;
 
 /// Which jobs select which shared cluster: a watch-fed index (a count per admission
@@ -28,7 +28,17 @@ struct JobIndexState {
     relisting: HashMap<(String, String), String>,
     /// (namespace, cluster) -> jobs admitted there, until the watch shows them.
     pending: HashMap<(String, String), Pending>,
+    /// Admissions in `pending`, over every cluster.
+    pending_len: usize,
+    /// When `pending` was last swept of expired entries.
+    swept: Option<Instant>,
 }
+
+/// Most admissions remembered over all clusters: a forged review can name any namespace
+/// and config, and each new one would otherwise leave an entry for good.
+const MAX_PENDING_TOTAL: usize = 16_384;
+/// Longest namespace, cluster or job name remembered; no stored object has a longer one.
+const MAX_NAME: usize = 253;
 
 impl JobIndexState {
     fn set(&mut self, (ns, job): (String, String), cluster: Option<String>) {
@@ -49,6 +59,23 @@ impl JobIndexState {
             self.by_cluster.entry(key).or_default().insert(job.clone());
             self.active.insert((ns, job), cluster);
         }
+    }
+
+    /// Drops every cluster's expired admissions, at most once per `PENDING_FOR`, so keys
+    /// that are never asked about again go too.
+    fn sweep(&mut self, now: Instant) {
+        if self
+            .swept
+            .is_some_and(|at| now.saturating_duration_since(at) < PENDING_FOR)
+        {
+            return;
+        }
+        self.swept = Some(now);
+        self.pending.retain(|_, p| {
+            p.count(now);
+            !p.is_empty()
+        });
+        self.pending_len = self.pending.values().map(Pending::len).sum();
     }
 }
 
@@ -103,16 +130,22 @@ impl JobIndex {
 
     /// Active jobs on a cluster: the watch's, plus admitted ones it has not shown yet.
     pub fn count(&self, namespace: &str, cluster: &str) -> usize {
-        let now = Instant::now();
+        self.count_at(namespace, cluster, Instant::now())
+    }
+
+    fn count_at(&self, namespace: &str, cluster: &str, now: Instant) -> usize {
         let mut s = self.state.lock().expect("not poisoned");
         let key = (namespace.to_string(), cluster.to_string());
         let known = s.by_cluster.get(&key).map_or(0, BTreeSet::len);
         let unseen = match s.pending.get_mut(&key) {
             Some(pending) => {
+                let before = pending.len();
                 let unseen = pending.count(now);
+                let after = pending.len();
                 if pending.is_empty() {
                     s.pending.remove(&key);
                 }
+                s.pending_len -= before - after;
                 unseen
             }
             None => 0,
@@ -120,17 +153,31 @@ impl JobIndex {
         known + unseen
     }
 
+    /// Counts `job` as admitted to `cluster` until the watch shows it, within bounds: not
+    /// past `MAX_PENDING_TOTAL` admissions in all, nor for names no stored object can have.
     pub fn note(&self, namespace: &str, cluster: &str, job: &str) {
-        let now = Instant::now();
+        self.note_at(namespace, cluster, job, Instant::now())
+    }
+
+    fn note_at(&self, namespace: &str, cluster: &str, job: &str, now: Instant) {
+        if [namespace, cluster, job].iter().any(|n| n.len() > MAX_NAME) {
+            return;
+        }
         let mut s = self.state.lock().expect("not poisoned");
+        s.sweep(now);
         let key = (namespace.to_string(), cluster.to_string());
-        if s.by_cluster
-            .get(&key)
-            .is_some_and(|known| known.contains(job))
+        if s.pending_len >= MAX_PENDING_TOTAL
+            || s.by_cluster
+                .get(&key)
+                .is_some_and(|known| known.contains(job))
         {
             return;
         }
-        s.pending.entry(key).or_default().note(job, now);
+        let pending = s.pending.entry(key).or_default();
+        let before = pending.len();
+        pending.note(job, now);
+        let after = pending.len();
+        s.pending_len = s.pending_len + after - before;
     }
 }
 
@@ -191,6 +238,32 @@ mod tests {
         assert_eq!(index.count("ns", "c1"), 1, "known already");
         index.apply(Event::Delete(job("new", "c1", "Running")));
         assert_eq!(index.count("ns", "c1"), 0, "gone, not pending again");
+    }
+
+    /// Forged reviews naming a new namespace each: bounded in all, and gone once expired
+    /// though no one asks about those clusters again.
+    #[test]
+    fn forged_admissions_across_clusters_are_bounded_and_swept() {
+        let (index, t0) = (JobIndex::default(), Instant::now());
+        for i in 0..MAX_PENDING_TOTAL + 100 {
+            index.note_at(&format!("forged-{i}"), "c1", "j", t0);
+        }
+        index.note_at(&"n".repeat(MAX_NAME + 1), "c1", "j", t0);
+        let len = |index: &JobIndex| {
+            let s = index.state.lock().unwrap();
+            (s.pending.len(), s.pending_len)
+        };
+        assert_eq!(len(&index), (MAX_PENDING_TOTAL, MAX_PENDING_TOTAL));
+        index.note_at("late", "c1", "j", t0);
+        assert_eq!(
+            index.count_at("late", "c1", t0),
+            0,
+            "past the bound, not noted"
+        );
+        let later = t0 + PENDING_FOR;
+        index.note_at("ns", "c1", "real", later);
+        assert_eq!(len(&index), (1, 1), "the expired keys were swept");
+        assert_eq!(index.count_at("ns", "c1", later), 1);
     }
 
     #[test]

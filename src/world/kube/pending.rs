@@ -57,6 +57,11 @@ impl Pending {
         self.order.is_empty()
     }
 
+    /// Admissions remembered (what this costs in memory).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
     fn forget_oldest(&mut self) {
         match self.order.pop_front() {
             Some((None, _)) => self.unnamed = self.unnamed.saturating_sub(1),
