@@ -9,7 +9,7 @@ use crate::cli::ServeArgs;
 use crate::config::Config;
 use crate::health::Health;
 use crate::http::admin;
-use crate::http::api::{self, AppState};
+use crate::http::api::{self, AppState, Limits};
 use crate::http::server::{self, Drain, Listeners};
 use crate::http::tls::{self, CertFiles, CertStore};
 use crate::metrics::Metrics;
@@ -152,6 +152,7 @@ impl App {
             metrics: metrics.clone(),
             max_body_bytes: args.max_body_bytes,
             body_timeout: Duration::from_millis(args.body_timeout_ms),
+            limits: Limits::new(args.max_buffered_bytes, args.max_in_flight),
         });
         tracing::info!(listen = %args.listen, admin = %args.admin_listen, "rayshare serving");
         server::serve(

@@ -84,6 +84,15 @@ pub struct ServeArgs {
     /// Largest accepted AdmissionReview body.
     #[arg(long, env = "RAYSHARE_MAX_BODY_BYTES", default_value_t = 3 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Bytes of request bodies held at once (being read or admitted); a request that
+    /// finds them spent is answered 503 at once, and the API server applies the webhook's
+    /// failurePolicy.
+    #[arg(long, env = "RAYSHARE_MAX_BUFFERED_BYTES", default_value_t = 48 * 1024 * 1024)]
+    pub max_buffered_bytes: usize,
+    /// Admissions worked on at once; past it a request is answered "allowed, unchanged"
+    /// with a warning (counted as cause `overloaded`).
+    #[arg(long, env = "RAYSHARE_MAX_IN_FLIGHT", default_value_t = 64)]
+    pub max_in_flight: usize,
     /// Bound on reading a request body.
     #[arg(long, env = "RAYSHARE_BODY_TIMEOUT_MS", default_value_t = 5000)]
     pub body_timeout_ms: u64,

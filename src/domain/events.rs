@@ -15,6 +15,26 @@ pub struct Event {
     pub note: String,
 }
 
+impl Regarding {
+    /// Every name the event is found by.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let (a, b, c) = match self {
+            Self::Stored(o) => (Some(o.namespace.as_str()), Some(o.name.as_str()), None),
+            Self::Admitted {
+                namespace,
+                name,
+                selector,
+                ..
+            } => (
+                Some(namespace.as_str()),
+                name.as_deref(),
+                selector.as_deref(),
+            ),
+        };
+        [a, b, c].into_iter().flatten()
+    }
+}
+
 /// The object an event is about.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Regarding {

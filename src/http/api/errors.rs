@@ -21,6 +21,8 @@ pub enum ApiError {
     Body(String),
     #[error("no such path; the admission endpoint is POST /mutate")]
     NotFound,
+    #[error("too many request bytes held at once; try again")]
+    Overloaded,
 }
 
 impl ApiError {
@@ -31,12 +33,16 @@ impl ApiError {
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
     /// The rest of the body may still be in flight: an HTTP/1 connection is not reusable.
     pub fn closes_connection(&self) -> bool {
-        matches!(self, Self::TooLarge(_) | Self::BodyTimeout)
+        matches!(
+            self,
+            Self::TooLarge(_) | Self::BodyTimeout | Self::Overloaded
+        )
     }
 
     pub fn cause(&self) -> Cause {
@@ -47,6 +53,7 @@ impl ApiError {
             Self::BodyTimeout => Cause::BodyTimeout,
             Self::Body(_) => Cause::BodyRead,
             Self::NotFound => Cause::NotFound,
+            Self::Overloaded => Cause::Overloaded,
         }
     }
 }

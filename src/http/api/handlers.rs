@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 use http_body_util::BodyExt;
 use std::panic::AssertUnwindSafe;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{ApiError, AppState};
 
@@ -29,11 +30,12 @@ pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
+/// The body, and its share of the buffered-bytes budget (held until the answer is sent).
 async fn read_body<W>(
     state: &AppState<W>,
     headers: &HeaderMap,
     body: Body,
-) -> Result<bytes::Bytes, ApiError> {
+) -> Result<(bytes::Bytes, OwnedSemaphorePermit), ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -45,7 +47,15 @@ async fn read_body<W>(
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let read = async {
+    let budget = &state.limits.buffered_kib;
+    let kib = |bytes: usize| u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+    // The declared length up front, what arrives beyond it as it comes; never waiting, so
+    // a flood is refused at once instead of queueing memory.
+    let mut held = budget
+        .clone()
+        .try_acquire_many_owned(kib(declared.unwrap_or(0).min(limit)))
+        .map_err(|_| ApiError::Overloaded)?;
+    let read = async move {
         let mut body = body;
         let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
         let mut total = 0usize;
@@ -55,6 +65,11 @@ async fn read_body<W>(
                 continue;
             };
             total += data.len();
+            let needed = kib(total.min(limit)).saturating_sub(held.num_permits() as u32);
+            if needed > 0 {
+                let more = budget.clone().try_acquire_many_owned(needed);
+                held.merge(more.map_err(|_| ApiError::Overloaded)?);
+            }
             if total <= limit {
                 buf.extend_from_slice(data);
             } else if total > 2 * limit {
@@ -67,7 +82,7 @@ async fn read_body<W>(
         if total > limit {
             return Err(ApiError::TooLarge(limit));
         }
-        Ok(bytes::Bytes::from(buf))
+        Ok((bytes::Bytes::from(buf), held))
     };
     if declared.is_some_and(|n| n > 2 * limit) {
         return Err(ApiError::TooLarge(limit));
@@ -86,6 +101,15 @@ fn panicked(
     admission::Admission::failed_open(Cause::Panic, warning, Some(metrics))
 }
 
+fn overloaded(
+    req: &review::AdmissionRequest,
+    metrics: &crate::metrics::Metrics,
+) -> admission::Admission {
+    tracing::warn!(uid = %req.uid, "too many admissions at once; the object passes unchanged");
+    let warning = "rayshare: overloaded; left unchanged".into();
+    admission::Admission::failed_open(Cause::Overloaded, warning, Some(metrics))
+}
+
 pub async fn mutate<W: World>(
     State(state): State<Arc<AppState<W>>>,
     version: Version,
@@ -95,10 +119,12 @@ pub async fn mutate<W: World>(
     let started = Instant::now();
     let metrics = &state.metrics;
     let request = match read_body(&state, &headers, body).await {
-        Ok(bytes) => review::parse_review(bytes).map_err(ApiError::from),
+        Ok((bytes, held)) => review::parse_review(bytes)
+            .map(|r| (r, held))
+            .map_err(ApiError::from),
         Err(e) => Err(e),
     };
-    let request = match request {
+    let (request, _held) = match request {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(cause = e.cause().as_str(), error = %e, "rejected a malformed admission request");
@@ -126,8 +152,10 @@ pub async fn mutate<W: World>(
     let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
         admission::settled(&request, config, world, Some(metrics))
     }));
+    let slot = state.limits.admissions.try_acquire();
     let admission = match settled {
         Ok(Some(admission)) => admission,
+        Ok(None) if slot.is_err() => overloaded(&request, metrics),
         Ok(None) => {
             let work = admission::work(&request, config, world, Some(metrics));
             match AssertUnwindSafe(work).catch_unwind().await {
@@ -170,17 +198,18 @@ pub async fn mutate<W: World>(
 /// busy webhook's log is about what it did. The request's fields go on the line itself:
 /// a span per request cost a sixth of a mutated pod's CPU with JSON logs (its fields
 /// formatted when made, then parsed and written again for the line).
+/// A forged review's fields can be any size: each is clipped, so one line stays small.
 fn log(req: &review::AdmissionRequest, admission: &admission::Admission, elapsed: Duration) {
     let (outcome, duration_us) = (admission.outcome.as_str(), elapsed.as_micros() as u64);
-    let warnings = &admission.verdict.warnings;
+    let warnings = || clip(&admission.verdict.warnings.join("; "), MAX_LOGGED_WARNINGS).to_string();
     macro_rules! line {
         ($level:ident, $($field:tt)*) => {
             tracing::$level!(
-                uid = %req.uid,
-                kind = %req.kind.kind,
-                namespace = %req.namespace,
-                name = %req.name,
-                operation = %req.operation,
+                uid = %clip(&req.uid, MAX_LOGGED_FIELD),
+                kind = %clip(&req.kind.kind, MAX_LOGGED_FIELD),
+                namespace = %clip(&req.namespace, MAX_LOGGED_FIELD),
+                name = %clip(&req.name, MAX_LOGGED_FIELD),
+                operation = %clip(&req.operation, MAX_LOGGED_FIELD),
                 dry_run = req.dry_run,
                 outcome,
                 duration_us,
@@ -190,9 +219,21 @@ fn log(req: &review::AdmissionRequest, admission: &admission::Admission, elapsed
     }
     match admission.outcome {
         Outcome::Failed(cause) | Outcome::Denied(cause) => {
-            line!(warn, cause = cause.as_str(), ?warnings, "admitted")
+            line!(warn, cause = cause.as_str(), warnings = %warnings(), "admitted")
         }
-        Outcome::Mutated => line!(info, ?warnings, "admitted"),
+        Outcome::Mutated => line!(info, warnings = %warnings(), "admitted"),
         Outcome::Ignored | Outcome::Unchanged => line!(debug, "admitted"),
+    }
+}
+
+/// Longest request field (uid, kind, name, ...) and warnings text on a log line.
+const MAX_LOGGED_FIELD: usize = 256;
+const MAX_LOGGED_WARNINGS: usize = 2048;
+
+/// `text` cut to at most `max` characters.
+fn clip(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => &text[..end],
+        None => text,
     }
 }

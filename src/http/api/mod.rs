@@ -11,7 +11,7 @@ use axum::Router;
 use axum::routing::post;
 
 pub use errors::ApiError;
-pub use state::AppState;
+pub use state::{AppState, Limits};
 
 use crate::world::World;
 

@@ -10,7 +10,7 @@ use rstest::rstest;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::{AppState, router};
+use super::{AppState, Limits, router};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::world::{MemoryWorld, WorldError};
@@ -22,6 +22,7 @@ fn state(world: MemoryWorld, config: Config) -> Arc<AppState<MemoryWorld>> {
         metrics: Arc::new(Metrics::default()),
         max_body_bytes: 64 * 1024,
         body_timeout: Duration::from_secs(1),
+        limits: Limits::new(1024 * 1024, 64),
     })
 }
 
@@ -431,4 +432,50 @@ async fn a_worker_of_a_cluster_the_cache_has_not_seen_still_gets_indices(#[case]
     };
     assert!(labelled("ray.io/worker-group-replica-index"), "{r}");
     assert!(labelled("ray.io/replica-host-index"), "{r}");
+}
+
+fn state_with_limits(limits: Limits) -> Arc<AppState<MemoryWorld>> {
+    let s = state(MemoryWorld::default(), Config::default());
+    Arc::new(AppState {
+        config: s.config.clone(),
+        world: s.world.clone(),
+        metrics: s.metrics.clone(),
+        max_body_bytes: s.max_body_bytes,
+        body_timeout: s.body_timeout,
+        limits,
+    })
+}
+
+/// Past `--max-in-flight`, a request that needs work passes unchanged with a warning.
+#[tokio::test]
+async fn past_the_admission_bound_objects_pass_unchanged() {
+    let s = state_with_limits(Limits::new(1024 * 1024, 0));
+    let body = review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob"));
+    let r = post(s.clone(), &body).await;
+    assert_eq!((r["allowed"].clone(), r.get("patch")), (json!(true), None));
+    assert!(r["warnings"][0].as_str().unwrap().contains("overloaded"));
+    assert!(s.metrics.encode().contains("cause=\"overloaded\""));
+}
+
+/// Past `--max-buffered-bytes`, a body is refused before it is held (503: the API server
+/// applies the webhook's failurePolicy); the budget comes back once answered.
+#[tokio::test]
+async fn past_the_buffered_bytes_a_request_is_refused_at_once() {
+    let s = state_with_limits(Limits::new(8 * 1024, 64));
+    let mut job = sample("rayjob");
+    job["metadata"]["annotations"] = json!({"big": "x".repeat(16 * 1024)});
+    let big = review("ray.io", "v1", "RayJob", "CREATE", job).to_string();
+    let (status, v) = call(
+        s.clone(),
+        Method::POST,
+        "/mutate",
+        "application/json",
+        big.into_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(v["cause"], "overloaded");
+    let small = review("", "v1", "Pod", "CREATE", sample("pod"));
+    assert_eq!(post(s.clone(), &small).await["allowed"], true);
+    assert_eq!(s.limits.buffered_kib.available_permits(), 8);
 }

@@ -91,6 +91,12 @@ impl EventSink {
     }
 
     pub fn record(&self, event: Event) {
+        // A forged review may name anything; no stored object has a name this long, so
+        // such an event could never find its object, and it must not hold queue memory.
+        if event.regarding.names().any(|n| n.len() > MAX_NAME) {
+            dropped(&self.metrics, "bad_name");
+            return;
+        }
         if self
             .tx
             .try_send((event, Instant::now(), Timestamp::now()))
@@ -100,6 +106,9 @@ impl EventSink {
         }
     }
 }
+
+/// Longest namespace, name or label selector an event may point at.
+const MAX_NAME: usize = 512;
 
 fn dropped(metrics: &Metrics, reason: &'static str) {
     metrics
