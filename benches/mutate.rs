@@ -304,10 +304,15 @@ fn cases() -> Vec<Case> {
         world_with_shared_cluster(&rayjob_a, &cfg),
     ));
     // The worst a tenant can write into a RayJob: each refused at a bound, unchanged.
-    for (kind, text) in shared_cluster::kuberay_yaml::hostile::runtime_envs() {
+    let hostile = shared_cluster::kuberay_yaml::hostile::runtime_envs().into_iter();
+    let accepted = shared_cluster::kuberay_yaml::hostile::largest_accepted().into_iter();
+    let worst = hostile
+        .map(|(kind, text)| (format!("refused, {kind}"), text))
+        .chain(accepted.map(|(kind, text)| (format!("accepted, {kind}"), text)));
+    for (kind, text) in worst {
         let mut job = rayjob_b.clone();
         job["spec"]["runtimeEnvYAML"] = json!(text);
-        let name: &'static str = format!("handle hostile rayjob review: {kind}").leak();
+        let name: &'static str = format!("handle hostile rayjob review ({kind})").leak();
         cases.push(handle_case(
             name,
             review(&job, false),

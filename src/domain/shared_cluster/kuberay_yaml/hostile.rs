@@ -43,6 +43,23 @@ pub fn runtime_envs() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The costliest texts still within every bound: the benchmark's worst accepted cases.
+pub fn largest_accepted() -> Vec<(&'static str, String)> {
+    let most_nodes = MAX_TEXT_NODES - 10;
+    vec![
+        (
+            "most nodes",
+            format!("pip:\n{}", "- p\n".repeat(most_nodes)),
+        ),
+        (
+            "longest scalar",
+            format!("pip: {}\n", "word ".repeat((MAX_TEXT_BYTES - 64) / 5)),
+        ),
+        // 9 x 9 x 9 x 9 leaves, aliases and lists: just under the expansion bound.
+        ("widest expansion", alias_bomb(3, 9, "x")),
+    ]
+}
+
 /// `<<: [*prev x width]` over `levels` levels of (empty) mappings.
 fn merge_bomb(levels: usize, width: usize) -> String {
     let mut text = String::from("a0: &a0 {}\n");

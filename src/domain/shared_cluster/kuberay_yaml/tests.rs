@@ -123,6 +123,13 @@ fn hostile_text_is_refused_as_past_a_bound() {
     }
 }
 
+#[test]
+fn the_costliest_accepted_texts_are_read() {
+    for (name, text) in super::hostile::largest_accepted() {
+        assert!(read(&text).is_ok(), "{name}");
+    }
+}
+
 /// Real runtime envs sit far inside the bounds: a long pip list, a deep config, aliases.
 #[test]
 fn real_runtime_envs_are_within_the_bounds() {
