@@ -130,6 +130,16 @@ pub struct PodGroups {
     /// Owner kinds (`Kind` or `group/Kind`; any owner reference) never grouped: they bring
     /// their own gang scheduling. Wins over `ownerKinds`.
     pub excluded_owner_kinds: Vec<String>,
+    /// Make the group while the pod is admitted, so it exists when later admission steps
+    /// look for it: Volcano's own `pods/validate` webhook (installed by default up to
+    /// v1.11, `failurePolicy: Fail`) refuses a pod whose group does not exist yet. With
+    /// `false` the group is made only once the pod is stored (then a forged review makes
+    /// nothing at all, but Volcano's webhook must not validate pods).
+    pub create_at_admission: bool,
+    /// Age after which a group made at admission that no stored pod has taken up (a pod
+    /// refused by a later admission step, or a forged review) is deleted, unless a pod
+    /// names it.
+    pub unconfirmed_grace_seconds: u64,
     /// Age after which a PodGroup without its pod (and without an owner) is deleted.
     pub orphan_grace_seconds: u64,
     /// How often the orphan reconciler runs.
@@ -273,6 +283,8 @@ impl Default for PodGroups {
                 "kubeflow.org/MPIJob",
                 "jobset.x-k8s.io/JobSet",
             ]),
+            create_at_admission: true,
+            unconfirmed_grace_seconds: 30,
             orphan_grace_seconds: 120,
             reconcile_interval_seconds: 30,
             create_timeout_ms: 3000,

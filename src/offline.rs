@@ -192,6 +192,31 @@ mod tests {
         assert_eq!(results[0].creates[0]["metadata"]["namespace"], "n");
     }
 
+    /// The preview lists exactly what the server and the provisioners would make.
+    #[rstest::rstest]
+    #[case::volcano_pod("", true, 1)]
+    #[case::made_from_the_stored_pod("", false, 1)]
+    #[case::names_its_group_already("scheduling.k8s.io/group-name: mine", true, 0)]
+    #[case::names_its_group_already_stored("scheduling.k8s.io/group-name: mine", false, 0)]
+    #[case::opted_out("rayshare.io/skip: 'true'", true, 0)]
+    #[tokio::test]
+    async fn a_pods_preview_creates_what_the_cluster_would(
+        #[case] annotation: &str,
+        #[case] at_admission: bool,
+        #[case] groups: usize,
+    ) {
+        let mut pod: Value =
+            serde_norway::from_str(include_str!("../deploy/samples/volcano-pod.yaml")).unwrap();
+        if let Some((k, v)) = annotation.split_once(": ") {
+            let v: Value = serde_norway::from_str(v).unwrap();
+            pod["metadata"]["annotations"][k] = v;
+        }
+        let mut config = Config::default();
+        config.pod_groups.create_at_admission = at_admission;
+        let results = run(&pod.to_string(), "n", &config).await.unwrap();
+        assert_eq!(results[0].creates.len(), groups, "{:?}", results[0].creates);
+    }
+
     #[tokio::test]
     async fn garbage_is_a_clear_error() {
         assert!(run("kind: [", "x", &Config::default()).await.is_err());

@@ -1,13 +1,21 @@
-//! PodGroups at admission: name the pod's group on the pod, and label the pod for the
-//! group provisioner (`reconcile::group_provision`), which makes the group once the API
-//! server has stored the pod. No API writes here: a forged review holds no capacity.
+//! PodGroups at admission: name the pod's group on the pod, label the pod for the group
+//! provisioner (`reconcile::group_provision`), and make the group now, so it exists when
+//! Volcano's own admission webhook (`pods/validate`, which runs after every mutating
+//! webhook) looks for it.
+//!
+//! A review alone is no proof that the pod will exist, so what is made here is held to
+//! the least: a group for one pod, labelled as rayshare's and as not yet taken up. The
+//! provisioner takes it up from the pod the API server stored (recording the pod's uid,
+//! owning it by a bare pod); one that no stored pod took up is deleted after
+//! `podGroups.unconfirmedGraceSeconds` (`reconcile::pod_groups`), so a forged review or a
+//! pod refused by a later admission step holds queue capacity that long at most.
 
 use super::work::Work;
 use crate::cause::Cause;
 use crate::domain::labels::Meta;
 use crate::domain::stored_pod_group::GROUPED;
 use crate::domain::{labels, pod_group};
-use crate::world::World;
+use crate::world::{Created, World};
 
 impl<W: World> Work<'_, W> {
     pub(super) async fn pod_group(&mut self) {
@@ -31,7 +39,12 @@ impl<W: World> Work<'_, W> {
             }
             Ok(pod_group::Plan::Create { name }) => name,
         };
-        if !self.req.dry_run {
+        if cfg.create_at_admission && !self.req.dry_run {
+            if let Err((cause, msg)) = self.make_group(&name).await {
+                // The pod stays as it was: Volcano's own controller groups it.
+                return self.fail(cause, msg, cfg.deny_on_error);
+            }
+        } else if !self.req.dry_run {
             self.count(|m| &m.planned, "PodGroup");
         }
         self.warnings
@@ -40,5 +53,44 @@ impl<W: World> Work<'_, W> {
         labels::set(&mut pod, Meta::Annotations, labels::GROUP_NAME, &name);
         labels::set(&mut pod, Meta::Labels, GROUPED, &self.cfg.instance);
         self.changed = Some(pod);
+    }
+
+    /// Creates the group (or finds it made already, by an earlier call for this pod).
+    async fn make_group(&mut self, name: &str) -> Result<(), (Cause, String)> {
+        let cfg = &self.cfg.pod_groups;
+        let queue = self.world.namespace_queue(&self.namespace);
+        let mut group = pod_group::group(
+            self.object(),
+            &self.namespace,
+            &self.req.uid,
+            name,
+            queue.as_deref(),
+            cfg,
+        )
+        .map_err(|why| (Cause::OddObject, format!("rayshare: no PodGroup: {why}")))?;
+        labels::set(
+            &mut group,
+            Meta::Labels,
+            labels::INSTANCE,
+            &self.cfg.instance,
+        );
+        let timeout = self.budget(cfg.create_timeout_ms);
+        match self.world.create(&group, timeout).await {
+            Ok(Created::Created) => {
+                self.count(|m| &m.created, "PodGroup");
+                self.ensured.push(group);
+                Ok(())
+            }
+            // A retried admission of this pod made it, or an earlier pod of the same name
+            // left it: the provisioner brings it up to date from the stored pod.
+            Ok(Created::Exists(existing)) => {
+                self.ensured.push(existing);
+                Ok(())
+            }
+            Err(e) => Err((
+                e.cause(),
+                format!("rayshare: no PodGroup for this pod, it could not be made: {e}"),
+            )),
+        }
     }
 }

@@ -14,6 +14,7 @@ use super::{age, delete_exact, for_each_page, list_metadata, since};
 use crate::cause::Cause;
 use crate::config::PodGroups;
 use crate::domain::labels;
+use crate::domain::stored_pod_group::POD_UID;
 use crate::metrics::Metrics;
 use crate::world::kube::pod_group_resource;
 
@@ -42,7 +43,19 @@ async fn try_pass(
         labels::INSTANCE,
         instance
     );
-    let grace = Duration::from_secs(cfg.orphan_grace_seconds);
+    // A group no stored pod has taken up yet was made on a review's word alone.
+    let grace = |g: &PartialObjectMeta<DynamicObject>| {
+        let taken_up = g
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(POD_UID));
+        Duration::from_secs(if taken_up {
+            cfg.orphan_grace_seconds
+        } else {
+            cfg.unconfirmed_grace_seconds
+        })
+    };
     // Owned groups too: an owner (a Job, a Flyte workflow) can outlive many of its pods,
     // and each orphaned group holds queue capacity until then.
     let admitted_at = |g: &PartialObjectMeta<DynamicObject>| {
@@ -52,8 +65,8 @@ async fn try_pass(
     let candidates: Vec<_> = list_metadata(&groups, ListParams::default().labels(&selector))
         .await?
         .into_iter()
-        .filter(|g| age(&g.metadata) > grace)
-        .filter(|g| admitted_at(g).is_none_or(|t| since(t) > grace))
+        .filter(|g| age(&g.metadata) > grace(g))
+        .filter(|g| admitted_at(g).is_none_or(|t| since(t) > grace(g)))
         .collect();
     if candidates.is_empty() {
         return Ok(());

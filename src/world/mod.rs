@@ -83,6 +83,12 @@ pub trait World: Send + Sync + 'static {
     fn note_admitted(&self, namespace: &str, cluster: &str, job: &str);
     /// Queues a Kubernetes Event (recorded in the background, never awaited by admission).
     fn record(&self, event: Event);
+    /// Creates the object, or returns the one of that name the API server has already.
+    fn create(
+        &self,
+        object: &Value,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Created, WorldError>> + Send;
     /// Claims a free (replica, host) slot of a worker group through the API server.
     fn claim_slot(
         &self,
@@ -128,6 +134,15 @@ impl MemoryWorld {
     /// the stored job). Returns what was created.
     pub fn store(&self, admitted: &Value, config: &crate::config::Config) -> Option<Value> {
         if admitted["kind"] == "Pod" {
+            // The provisioner watches only the pods this installation labelled.
+            let grouped = crate::domain::labels::get(
+                admitted,
+                Meta::Labels,
+                crate::domain::stored_pod_group::GROUPED,
+            );
+            if grouped != Some(config.instance.as_str()) {
+                return None;
+            }
             let mut pod = admitted.clone();
             pod["metadata"]["uid"] = json!(format!("uid-of-{}", key(admitted).2));
             let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -188,6 +203,18 @@ impl MemoryWorld {
 }
 
 impl World for MemoryWorld {
+    async fn create(&self, object: &Value, _timeout: Duration) -> Result<Created, WorldError> {
+        if let Some(e) = &self.fail_writes {
+            return Err(e.clone());
+        }
+        let mut objects = self.objects.lock().expect("not poisoned");
+        if let Some(existing) = objects.get(&key(object)) {
+            return Ok(Created::Exists(existing.clone()));
+        }
+        objects.insert(key(object), object.clone());
+        Ok(Created::Created)
+    }
+
     fn ray_cluster(&self, namespace: &str, name: &str) -> Option<ClusterInfo> {
         if self.cache_behind {
             return None;

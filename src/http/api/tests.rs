@@ -185,23 +185,86 @@ async fn dry_run_answers_the_patch_and_creates_nothing() {
     assert_eq!(queued(&s), 1);
 }
 
+/// The group exists when the pod's admission ends (Volcano's own webhook validates the
+/// pod after rayshare), labelled as rayshare's and not yet taken up by a stored pod.
 #[tokio::test]
-async fn volcano_pod_gets_a_pod_group() {
+async fn volcano_pod_gets_its_pod_group_during_admission() {
     let s = state(MemoryWorld::default(), Config::default());
+    let mut body = review("", "v1", "Pod", "CREATE", sample("pod"));
+    body["request"]["dryRun"] = json!(true);
+    post(s.clone(), &body).await;
+    assert!(s.world.created().is_empty(), "a dry run makes nothing");
+    body["request"]["dryRun"] = json!(false);
+    let r = post(s.clone(), &body).await;
+    let ops = patch_of(&r);
+    let name = ops
+        .iter()
+        .find(|o| o["path"].as_str().unwrap().ends_with("group-name"))
+        .and_then(|o| o["value"].as_str())
+        .unwrap_or_else(|| panic!("{ops:?}"));
+    let created = s.world.created();
+    assert_eq!(created.len(), 1);
+    let group = &created[0];
+    assert_eq!(
+        (&group["kind"], &group["metadata"]["name"]),
+        (&json!("PodGroup"), &json!(name))
+    );
+    assert_eq!(
+        group["metadata"]["labels"]["rayshare.io/instance"],
+        "rayshare"
+    );
+    assert!(
+        group["metadata"]["annotations"]
+            .get("rayshare.io/pod-uid")
+            .is_none()
+    );
+    // A retried admission finds it and names it again.
+    let again = post(s.clone(), &body).await;
+    assert_eq!(patch_of(&again), ops);
+    assert_eq!(s.world.created().len(), 1);
+}
+
+/// With `podGroups.createAtAdmission: false` the group is made only from the stored pod.
+#[tokio::test]
+async fn volcano_pod_group_from_the_stored_pod_only_when_configured() {
+    let mut config = Config::default();
+    config.pod_groups.create_at_admission = false;
+    let s = state(MemoryWorld::default(), config);
     let body = review("", "v1", "Pod", "CREATE", sample("pod"));
     post(s.clone(), &body).await;
     assert!(
         s.world.created().is_empty(),
         "admission alone makes nothing"
     );
-    let r = post_and_store(s.clone(), &body).await;
-    let ops = patch_of(&r);
+    post_and_store(s.clone(), &body).await;
+    let created = s.world.created();
+    assert_eq!(created[0]["kind"], "PodGroup");
     assert!(
-        ops.iter()
-            .any(|o| o.to_string().contains("scheduling.k8s.io")),
-        "{ops:?}"
+        created[0]["metadata"]["annotations"]
+            .get("rayshare.io/pod-uid")
+            .is_some()
     );
-    assert_eq!(s.world.created()[0]["kind"], "PodGroup");
+}
+
+/// A group that cannot be made leaves the pod as it was (no group named on it, so
+/// Volcano's own controller groups it), with a warning and the API's cause.
+#[tokio::test]
+async fn a_group_that_cannot_be_made_leaves_the_pod_unchanged() {
+    let world = MemoryWorld {
+        fail_writes: Some(WorldError::Forbidden("quota".into())),
+        ..MemoryWorld::default()
+    };
+    let s = state(world, Config::default());
+    let r = post(s.clone(), &review("", "v1", "Pod", "CREATE", sample("pod"))).await;
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none(), "{r}");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("could not be made")
+    );
+    assert!(s.metrics.encode().contains("cause=\"api_forbidden\""));
 }
 
 #[rstest]
@@ -232,8 +295,9 @@ async fn odd_objects_pass_with_a_warning(#[case] body: Value) {
     assert!(s.metrics.encode().contains("outcome=\"failed_open\""));
 }
 
-/// Admission of jobs and group pods writes nothing, so an API server that refuses every
-/// write cannot fail it: the provisioners make the objects once the admitted ones are stored.
+/// Admission of jobs (and of group pods when groups are made from stored pods only)
+/// writes nothing, so an API server that refuses every write cannot fail it: the
+/// provisioners make the objects once the admitted ones are stored.
 #[rstest]
 #[case::rayjob(review("ray.io", "v1", "RayJob", "CREATE", sample("rayjob")))]
 #[case::pod(review("", "v1", "Pod", "CREATE", sample("pod")))]
@@ -243,7 +307,9 @@ async fn admission_needs_no_api_writes(#[case] body: Value) {
         fail_writes: Some(WorldError::Unreachable("connection refused".into())),
         ..MemoryWorld::default()
     };
-    let s = state(world, Config::default());
+    let mut config = Config::default();
+    config.pod_groups.create_at_admission = false;
+    let s = state(world, config);
     let r = post(s.clone(), &body).await;
     assert_eq!(r["allowed"], true);
     assert!(r.get("patch").is_some(), "{r}");

@@ -130,9 +130,11 @@ impl KubeWorld {
             Err(e) => Err(to_world_error(e)),
         }
     }
+}
 
+impl World for KubeWorld {
     /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
-    pub async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+    async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
         let deadline = Instant::now() + timeout;
         if self.try_create(object, timeout).await? {
             return Ok(Created::Created);
@@ -146,9 +148,7 @@ impl KubeWorld {
             serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?;
         Ok(Created::Exists(existing))
     }
-}
 
-impl World for KubeWorld {
     async fn fetch_cluster(
         &self,
         namespace: &str,
