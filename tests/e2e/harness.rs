@@ -485,6 +485,17 @@ impl Rayshare {
             .unwrap_or_default()
     }
 
+    /// The pid of the rayshare process itself (its supervisor's only child); `None` once
+    /// it has exited (the supervisor reaps it and exits too).
+    #[allow(dead_code)] // for tests/e2e/hostile.rs
+    pub fn pid(&self) -> Option<u32> {
+        let supervisor = self.child.id();
+        std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
+            .ok()?
+            .split_whitespace()
+            .find_map(|p| p.parse().ok())
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

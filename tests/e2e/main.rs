@@ -4,6 +4,7 @@ mod admission;
 mod chart;
 mod events;
 mod harness;
+mod hostile;
 mod indices;
 mod monitoring;
 mod pod_groups;
