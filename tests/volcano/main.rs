@@ -1,8 +1,9 @@
-//! PodGroups under the real Volcano: its scheduler and controller-manager
+//! PodGroups under the real Volcano: its scheduler, controller-manager and webhook-manager
 //! (volcano.sh/volcano v1.10.0, built from the Go module proxy by
-//! tests/tools/build-volcano.sh) on the harness's control plane, with kube-controller-manager
-//! and kwok's fake nodes (tests/kuberay/world.rs, without its kube-scheduler stand-in for
-//! Volcano). A test binary of its own: the other worlds keep the stand-in.
+//! tests/tools/build-volcano.sh; its webhooks registered as Volcano's chart registers them)
+//! on the harness's control plane, with kube-controller-manager and kwok's fake nodes
+//! (tests/kuberay/world.rs, without its kube-scheduler stand-in for Volcano). A test binary
+//! of its own: the other worlds keep the stand-in.
 
 #[path = "../e2e/harness.rs"]
 #[allow(dead_code)] // shared with the e2e tests, which use all of it
@@ -13,3 +14,4 @@ mod world;
 
 mod cluster;
 mod scheduling;
+mod webhook;
