@@ -67,6 +67,9 @@ impl From<kuberay_yaml::ReadError> for PlanError {
     }
 }
 
+/// The API server's limit on one object's annotations, keys and values together.
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
 fn skip(reason: impl Into<String>) -> Result<Plan, PlanError> {
     Ok(Plan::Skip(Some(reason.into())))
 }
@@ -180,6 +183,20 @@ pub fn plan(
     warnings.dedup();
 
     let spec_text = serde_json::to_string(&stripped_spec).expect("JSON values serialise");
+    // The spec travels on the job as an annotation: past the API server's limit on a
+    // job's annotations, the rewritten job would be refused where the original is not.
+    let annotations: usize = job["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if annotations + provision::SPEC.len() + spec_text.len() > MAX_ANNOTATIONS_BYTES {
+        return skip(format!(
+            "rayshare: shared cluster skipped: its cluster spec ({} bytes) is too large to travel on the RayJob (annotations are limited to {MAX_ANNOTATIONS_BYTES} bytes)",
+            spec_text.len()
+        ));
+    }
     let cluster =
         provision::cluster_object(&name, namespace, stripped_spec, &copied_labels, &digest);
 

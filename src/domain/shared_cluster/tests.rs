@@ -350,3 +350,30 @@ fn fast_registered_entrypoints_get_their_own_directory(
     // Where a job runs is not part of its cluster's identity.
     assert_eq!(r.name, rewrite(&sample("a")).name);
 }
+
+/// The spec travels as an annotation; one the API server would refuse (over 256 KiB of
+/// annotations) leaves the job unchanged, which the API server then stores as it is.
+#[rstest]
+#[case::big_env(300 * 1024, 0)]
+#[case::big_annotation(0, 260 * 1024)]
+fn a_spec_too_large_to_travel_leaves_the_job_unchanged(
+    #[case] env_bytes: usize,
+    #[case] annotation_bytes: usize,
+) {
+    let mut job = sample("a");
+    let head = &mut job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
+    head["containers"][0]["env"] = json!([{"name": "BIG", "value": "x".repeat(env_bytes)}]);
+    job["metadata"]["annotations"]["big"] = json!("y".repeat(annotation_bytes));
+    let planned = plan(
+        &job,
+        "ns",
+        &SharedClusters::default(),
+        "rayshare.io/skip",
+        super::tests_by(),
+    );
+    match planned {
+        Ok(Plan::Skip(Some(why))) => assert!(why.contains("too large to travel"), "{why}"),
+        Ok(Plan::Rewrite(_)) => panic!("rewritten"),
+        other => panic!("{other:?}"),
+    }
+}
