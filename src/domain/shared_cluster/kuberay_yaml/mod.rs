@@ -21,13 +21,13 @@ mod tree;
 use serde_json::Value;
 
 /// Longest text read at all (real runtime envs are a few KiB).
-pub const MAX_TEXT_BYTES: usize = 128 * 1024;
+pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 /// Deepest nesting of collections, in the text or once aliases are expanded.
 pub const MAX_DEPTH: usize = 64;
 /// Nodes (scalars, collections, aliases) in the text.
-pub const MAX_TEXT_NODES: usize = 10_000;
+pub const MAX_TEXT_NODES: usize = 5_000;
 /// Values, map entries, merged mappings and alias uses visited while expanding.
-pub const MAX_EXPANDED_NODES: usize = 10_000;
+pub const MAX_EXPANDED_NODES: usize = 5_000;
 /// Scalar text in the expanded result.
 pub const MAX_EXPANDED_BYTES: usize = 1024 * 1024;
 
