@@ -2,6 +2,7 @@
 //! port can) makes nothing in the API server, while the same object created through the
 //! API server still gets its cluster. Regression tests for the confused deputy of issue 16.
 
+use kube::ResourceExt;
 use kube::api::ListParams;
 use reqwest::Certificate;
 use serde_json::{Value, json};
@@ -152,20 +153,53 @@ async fn a_stored_job_whose_spec_does_not_match_its_selector_gets_no_cluster() {
     );
 }
 
-/// A forged review of a Volcano pod asking for a whole cluster's worth of resources: no
-/// PodGroup holds that capacity; the same pod made through the API server gets its group.
+/// A forged review of a Volcano pod asking for a whole cluster's worth of resources.
+/// Made at admission (Volcano's webhook needs the group before the pod), its group is
+/// one no stored pod takes up, so the leader deletes it after `unconfirmedGraceSeconds`;
+/// the same pod made through the API server keeps its group, taken up with its uid.
 #[tokio::test]
-async fn a_forged_volcano_pod_review_holds_no_capacity() {
-    let env = TestEnv::new("forged-pod", DEFAULT_CONFIG, 1).await;
-    let mut pod = sample("volcano-pod.yaml");
-    pod["metadata"] = json!({"name": "greedy", "namespace": env.ns,
-        "annotations": {"scheduling.volcano.sh/queue-name": "research"}});
-    let huge = json!({"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"});
-    pod["spec"]["containers"][0]["resources"]["requests"] = huge.clone();
-    let kind = json!({"group": "", "version": "v1", "kind": "Pod"});
-    let answer = post_forged(&env, &forged(&env.ns, &pod, kind)).await;
+async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
+    let config = "podGroups:\n  unconfirmedGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
+    let env = TestEnv::new("forged-pod", config, 1).await;
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let answer = post_forged(&env, &forged(&env.ns, &greedy_pod(&env), pod_kind())).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let made = std::time::Instant::now();
+    assert!(
+        groups.get_opt("greedy").await.unwrap().is_some(),
+        "made at admission"
+    );
 
+    let mut real = sample("volcano-pod.yaml");
+    real["metadata"] = json!({"name": "honest"});
+    create_in(&env.admin, &env.ns, real, false).await;
+    wait_for("the forged review's group to be deleted", || async {
+        groups
+            .get_opt("greedy")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    eprintln!("a forged review's PodGroup lived {:?}", made.elapsed());
+    wait_for("the honest pod's group taken up with its uid", || async {
+        let honest = groups.get_opt("honest").await.ok().flatten()?;
+        honest
+            .annotations()
+            .contains_key("rayshare.io/pod-uid")
+            .then_some(())
+    })
+    .await;
+}
+
+/// With `podGroups.createAtAdmission: false` a forged review makes no group at all.
+#[tokio::test]
+async fn a_forged_volcano_pod_review_makes_nothing_when_groups_wait_for_the_pod() {
+    let config = "podGroups:\n  createAtAdmission: false\n";
+    let env = TestEnv::new("forged-pod-late", config, 1).await;
+    let answer = post_forged(&env, &forged(&env.ns, &greedy_pod(&env), pod_kind())).await;
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
     let groups = env.api(&pod_group_resource(), &env.ns);
     let mut real = sample("volcano-pod.yaml");
     real["metadata"] = json!({"name": "honest"});
@@ -177,6 +211,19 @@ async fn a_forged_volcano_pod_review_holds_no_capacity() {
     assert!(groups.get_opt("greedy").await.unwrap().is_none());
     let all = groups.list(&Default::default()).await.unwrap().items;
     assert_eq!(all.len(), 1, "only the stored pod's group exists");
+}
+
+fn greedy_pod(env: &TestEnv) -> Value {
+    let mut pod = sample("volcano-pod.yaml");
+    pod["metadata"] = json!({"name": "greedy", "namespace": env.ns,
+        "annotations": {"scheduling.volcano.sh/queue-name": "research"}});
+    let huge = json!({"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"});
+    pod["spec"]["containers"][0]["resources"]["requests"] = huge;
+    pod
+}
+
+fn pod_kind() -> Value {
+    json!({"group": "", "version": "v1", "kind": "Pod"})
 }
 
 /// With `--client-ca`, only the API server (presenting the client certificate its
