@@ -92,22 +92,21 @@ async fn read_body<W>(
         .map_err(|_| ApiError::BodyTimeout)?
 }
 
-fn panicked(
+/// The object passes unchanged: rayshare panicked, or had too much to do already.
+fn passed_unchanged(
     req: &review::AdmissionRequest,
     metrics: &crate::metrics::Metrics,
+    cause: Cause,
 ) -> admission::Admission {
-    tracing::error!(uid = %req.uid, "rayshare panicked; the object passes unchanged");
-    let warning = "rayshare: internal error; left unchanged".into();
-    admission::Admission::failed_open(Cause::Panic, warning, Some(metrics))
-}
-
-fn overloaded(
-    req: &review::AdmissionRequest,
-    metrics: &crate::metrics::Metrics,
-) -> admission::Admission {
-    tracing::warn!(uid = %req.uid, "too many admissions at once; the object passes unchanged");
-    let warning = "rayshare: overloaded; left unchanged".into();
-    admission::Admission::failed_open(Cause::Overloaded, warning, Some(metrics))
+    let why = if cause == Cause::Panic {
+        tracing::error!(uid = %req.uid, "rayshare panicked; the object passes unchanged");
+        "internal error"
+    } else {
+        tracing::warn!(uid = %req.uid, "too many admissions at once; the object passes unchanged");
+        "overloaded"
+    };
+    let warning = format!("rayshare: {why}; left unchanged");
+    admission::Admission::failed_open(cause, warning, Some(metrics))
 }
 
 pub async fn mutate<W: World>(
@@ -155,15 +154,15 @@ pub async fn mutate<W: World>(
     let slot = state.limits.admissions.try_acquire();
     let admission = match settled {
         Ok(Some(admission)) => admission,
-        Ok(None) if slot.is_err() => overloaded(&request, metrics),
+        Ok(None) if slot.is_err() => passed_unchanged(&request, metrics, Cause::Overloaded),
         Ok(None) => {
             let work = admission::work(&request, config, world, Some(metrics));
             match AssertUnwindSafe(work).catch_unwind().await {
                 Ok(admission) => admission,
-                Err(_) => panicked(&request, metrics),
+                Err(_) => passed_unchanged(&request, metrics, Cause::Panic),
             }
         }
-        Err(_) => panicked(&request, metrics),
+        Err(_) => passed_unchanged(&request, metrics, Cause::Panic),
     };
     metrics.in_flight.dec();
     let elapsed = started.elapsed();
