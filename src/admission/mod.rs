@@ -201,6 +201,7 @@ pub async fn work<W: World>(
         metrics,
         namespace,
         original,
+        whole,
         changed: None,
         warnings: vec![],
         ensured: vec![],

@@ -59,8 +59,17 @@ impl<W: World> Work<'_, W> {
     async fn make_group(&mut self, name: &str) -> Result<(), (Cause, String)> {
         let cfg = &self.cfg.pod_groups;
         let queue = self.world.namespace_queue(&self.namespace);
+        // The group's `minResources` come from the containers, which triage did not read.
+        let parsed;
+        let pod = if self.whole {
+            self.object()
+        } else {
+            let odd = |why: String| (Cause::OddObject, format!("rayshare: no PodGroup: {why}"));
+            parsed = self.req.parse_object().map_err(odd)?.unwrap_or_default();
+            &parsed
+        };
         let mut group = pod_group::group(
-            self.object(),
+            pod,
             &self.namespace,
             &self.req.uid,
             name,

@@ -18,6 +18,8 @@ pub(super) struct Work<'a, W: World> {
     pub(super) metrics: Option<&'a Metrics>,
     pub(super) namespace: String,
     pub(super) original: &'a Value,
+    /// `original` is the whole object, not only the fields triage read.
+    pub(super) whole: bool,
     /// The object as changed so far; `None` while unchanged (no copy, no diff).
     pub(super) changed: Option<Value>,
     pub(super) warnings: Vec<String>,

@@ -225,9 +225,10 @@ proptest::proptest! {
 }
 
 /// What the review's pass skipped unread can still be malformed: the full parse, when
-/// a feature needs the whole object (here indices, for a Ray worker pod), says so. A pod
-/// that can only get a group is planned from the fields triage read: the rest is the
-/// API server's, which decoded the object before asking.
+/// a feature needs the whole object (here indices, for a Ray worker pod, or a group made
+/// at admission, sized from the containers), says so. A pod whose group waits for the
+/// stored pod is planned from the fields triage read: the rest is the API server's,
+/// which decoded the object before asking.
 #[rstest]
 #[case::lone_surrogate(r#""\ud800""#)]
 #[case::number_out_of_range("1e400")]
@@ -237,9 +238,12 @@ fn a_malformed_object_is_named_when_work_needs_it(#[case] bad: &str) {
         r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"operation":"CREATE","namespace":"ns","object":{{"metadata":{{"name":"p","labels":{{"ray.io/node-type":"worker"}}}},"spec":{{"schedulerName":"volcano","x":{bad}}}}}}}}}"#
     );
     fails_open_naming_the_leaf(&body);
-    let cfg = Config::default();
     let group_only = body.replace(r#","labels":{"ray.io/node-type":"worker"}"#, "");
     let req = crate::admission::review::parse_review(group_only.into_bytes()).unwrap();
+    let mut cfg = Config::default();
+    let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
+    assert_eq!(a.outcome, Outcome::Failed(crate::cause::Cause::OddObject));
+    cfg.pod_groups.create_at_admission = false;
     let a = futures::executor::block_on(admission::admit(&req, &cfg, &world(), None));
     assert_eq!(a.outcome, Outcome::Mutated);
 }

@@ -213,6 +213,11 @@ async fn volcano_pod_gets_its_pod_group_during_admission() {
         group["metadata"]["labels"]["rayshare.io/instance"],
         "rayshare"
     );
+    // From the containers, which triage does not read.
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": "2", "memory": "1073741824"})
+    );
     assert!(
         group["metadata"]["annotations"]
             .get("rayshare.io/pod-uid")
