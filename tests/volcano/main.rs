@@ -12,6 +12,7 @@ mod harness;
 #[allow(dead_code)] // shared with the KubeRay tests
 mod world;
 
+mod admission_groups;
 mod cluster;
 mod scheduling;
 mod webhook;

@@ -13,9 +13,13 @@ use crate::cluster::*;
 use crate::harness::*;
 use crate::world::*;
 
+/// On a group: the uid of the stored pod the provisioner took it up from.
+pub(crate) const POD_UID: &str = "rayshare.io/pod-uid";
+
 /// A stand-in for flytepropeller's CRD (its module is not served by the proxy): only
-/// so that Flyte's owner object exists, as the garbage collector expects.
-async fn flyte_workflow(env: &TestEnv) -> Value {
+/// so that Flyte's owner object exists, as the garbage collector expects. The CRD is made
+/// once per control plane (another test may have made it already).
+pub(crate) async fn flyte_workflow(env: &TestEnv) -> Value {
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
         "metadata": {"name": "flyteworkflows.flyte.lyft.com"},
         "spec": {"group": "flyte.lyft.com", "scope": "Namespaced",
@@ -27,7 +31,11 @@ async fn flyte_workflow(env: &TestEnv) -> Value {
     }))
     .unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(env.admin.clone());
-    crds.create(&PostParams::default(), &crd).await.unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("creating the FlyteWorkflow CRD: {e}"),
+    }
     let ar = resource(
         "flyte.lyft.com",
         "v1alpha1",
@@ -49,7 +57,7 @@ async fn flyte_workflow(env: &TestEnv) -> Value {
 
 /// A pod as flytepropeller makes one for a pod task of workflow `wf` (owner reference
 /// with the kind in lower case, as flytepropeller writes it), on Volcano with a queue.
-fn pod_task(wf: &Value, node: &str, queue: &str, priority: &str, cpu: &str) -> Value {
+pub(crate) fn pod_task(wf: &Value, node: &str, queue: &str, priority: &str, cpu: &str) -> Value {
     let exec = wf["metadata"]["name"].as_str().unwrap();
     json!({
         "metadata": {
@@ -73,7 +81,7 @@ fn pod_task(wf: &Value, node: &str, queue: &str, priority: &str, cpu: &str) -> V
     })
 }
 
-async fn priority_class(env: &TestEnv, name: &str, value: i32) {
+pub(crate) async fn priority_class(env: &TestEnv, name: &str, value: i32) {
     let pc: k8s_openapi::api::scheduling::v1::PriorityClass =
         serde_json::from_value(json!({"metadata": {"name": name}, "value": value})).unwrap();
     Api::all(env.admin.clone())
@@ -82,7 +90,7 @@ async fn priority_class(env: &TestEnv, name: &str, value: i32) {
         .unwrap();
 }
 
-fn group_name(pod: &Pod) -> Option<String> {
+pub(crate) fn group_name(pod: &Pod) -> Option<String> {
     pod.metadata
         .annotations
         .as_ref()?
@@ -90,7 +98,7 @@ fn group_name(pod: &Pod) -> Option<String> {
         .cloned()
 }
 
-async fn running(pods: &Api<Pod>, name: &str) -> Pod {
+pub(crate) async fn running(pods: &Api<Pod>, name: &str) -> Pod {
     wait_for_within(SLOW, &format!("pod {name} to run"), || async {
         let pod = pods.get(name).await.ok()?;
         (pod_phase(&pod) == "Running").then_some(pod)
@@ -130,8 +138,13 @@ async fn pod_tasks_get_their_own_queues_and_priorities_under_the_real_volcano() 
     ] {
         let name = group_name(pod).expect("rayshare named the pod's group");
         assert_eq!(Some(&name), pod.metadata.name.as_ref());
-        let group = wait_for_within(SLOW, &format!("PodGroup {name}"), || async {
-            groups.get_opt(&name).await.ok().flatten()
+        // The group exists from the pod's admission on (Volcano's webhook looked for it);
+        // its spec is the stored pod's once the provisioner has taken it up (the pod's uid
+        // on it).
+        let uid = pod.metadata.uid.clone().unwrap();
+        let group = wait_for_within(SLOW, &format!("PodGroup {name} taken up"), || async {
+            let g = groups.get_opt(&name).await.ok()??;
+            (g.annotations().get(POD_UID) == Some(&uid)).then_some(g)
         })
         .await;
         assert_eq!(group.data["spec"]["queue"], queue);

@@ -1,0 +1,522 @@
+//! PodGroups made during the pod's admission (issue 28), under the full Volcano install:
+//! its `validatepod.volcano.sh` webhook (failurePolicy Fail) accepts rayshare's pods
+//! because their group exists by then. A Flyte pod task, a bare pod and a `generateName`
+//! pod each end up in rayshare's group, one group per pod and none of Volcano's
+//! `podgroup-<uid>`; a pod refused by a later admission step leaves a group that rayshare's
+//! orphan reconciler deletes after `podGroups.unconfirmedGraceSeconds`; a thousand pods at
+//! once are all accepted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use kube::ResourceExt;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
+};
+use serde_json::json;
+
+use crate::cluster::*;
+use crate::harness::*;
+use crate::scheduling::{POD_UID, flyte_workflow, group_name, pod_task, priority_class, running};
+use crate::world::*;
+
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const INSTANCE: &str = "rayshare.io/instance";
+
+/// A bare Volcano pod (no owner): `name`, or a `generateName` prefix when it ends in `-`.
+fn bare_pod(name: &str, queue: &str, cpu: &str) -> Pod {
+    let naming = if name.ends_with('-') {
+        "generateName"
+    } else {
+        "name"
+    };
+    serde_json::from_value(json!({
+        "metadata": {naming: name, "annotations": {"scheduling.volcano.sh/queue-name": queue}},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
+    }))
+    .unwrap()
+}
+
+/// What a watch on the PodGroups of one namespace saw, and when, from its start on.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Watched>>>);
+
+/// When, which event (`ADDED`, `MODIFIED`, `DELETED`), and the group as it then was.
+type Watched = (Instant, &'static str, DynamicObject);
+
+impl Seen {
+    /// Starts watching the namespace's groups (from the list's resourceVersion, so
+    /// nothing made after this call is missed).
+    async fn watch(groups: &Api<DynamicObject>) -> Self {
+        let rv = groups
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap();
+        let events = groups
+            .watch(&WatchParams::default(), &rv)
+            .await
+            .expect("watching PodGroups");
+        let seen = Self::default();
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(events);
+            while let Ok(Some(event)) = events.try_next().await {
+                let (kind, object) = match event {
+                    WatchEvent::Added(o) => ("ADDED", o),
+                    WatchEvent::Modified(o) => ("MODIFIED", o),
+                    WatchEvent::Deleted(o) => ("DELETED", o),
+                    _ => continue,
+                };
+                log.0.lock().unwrap().push((Instant::now(), kind, object));
+            }
+        });
+        seen
+    }
+
+    /// The first `kind` event of group `name`: when, and the group as it was then.
+    fn first(&self, kind: &str, name: &str) -> Option<(Instant, DynamicObject)> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .find(|(_, k, o)| *k == kind && o.metadata.name.as_deref() == Some(name))
+            .map(|(at, _, o)| (*at, o.clone()))
+    }
+}
+
+/// The group named on each pod is rayshare's (this installation's), made for that pod and
+/// taken up from it, one group per pod, and the namespace holds no other group (none of
+/// Volcano's `podgroup-<uid>`). Waits for the provisioner to take every group up, and for
+/// Volcano's pg-controller to have handled a pod created after `pods` (a witness in the
+/// namespace rayshare does not serve gets its `podgroup-<uid>`). Returns the groups.
+async fn one_group_each(env: &TestEnv, pods: &[Pod]) -> Vec<DynamicObject> {
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let witness = bare_pod("witness-", "default", "10m");
+    let witness = Api::<Pod>::namespaced(env.admin.clone(), &env.ns_off)
+        .create(&PostParams::default(), &witness)
+        .await
+        .expect("Volcano accepts a pod rayshare does not see (its controller groups it)");
+    let witness_group = format!("podgroup-{}", witness.uid().unwrap());
+    let off_groups = env.api(&pod_group_resource(), &env.ns_off);
+    wait_for_within(
+        SLOW,
+        "Volcano's pg-controller to group the witness",
+        || async { off_groups.get_opt(&witness_group).await.ok()?.map(|_| ()) },
+    )
+    .await;
+
+    let expected: BTreeMap<String, (String, String)> = pods
+        .iter()
+        .map(|p| {
+            let group = group_name(p).expect("rayshare named the pod's group");
+            (group, (p.name_any(), p.uid().unwrap()))
+        })
+        .collect();
+    assert_eq!(expected.len(), pods.len(), "two pods name one group");
+    let all = wait_for_within(SLOW, "every group taken up from its pod", || async {
+        let list = groups.list(&ListParams::default()).await.ok()?.items;
+        let taken_up = expected.iter().all(|(group, (_, uid))| {
+            list.iter().any(|g| {
+                g.metadata.name.as_ref() == Some(group) && g.annotations().get(POD_UID) == Some(uid)
+            })
+        });
+        taken_up.then_some(list)
+    })
+    .await;
+    let names: BTreeSet<String> = all.iter().map(|g| g.name_any()).collect();
+    assert_eq!(
+        names,
+        expected.keys().cloned().collect::<BTreeSet<_>>(),
+        "the namespace's groups are exactly the pods' own"
+    );
+    for g in &all {
+        let (pod, _) = &expected[&g.name_any()];
+        assert_eq!(
+            g.labels().get(MANAGED_BY).map(|s| s.as_str()),
+            Some("rayshare")
+        );
+        assert_eq!(g.labels().get(INSTANCE), Some(&env.name), "{pod}");
+        assert!(
+            !g.name_any().starts_with("podgroup-"),
+            "{pod}: {}",
+            g.name_any()
+        );
+    }
+    // Every pod still names its own group (Volcano's controller did not rename any).
+    let stored: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    for (group, (pod, _)) in &expected {
+        let pod = stored.get(pod).await.unwrap();
+        assert_eq!(group_name(&pod).as_ref(), Some(group));
+    }
+    all
+}
+
+/// (a) A Flyte pod task in a queue another pod fills: accepted by Volcano's webhook, its
+/// group (rayshare's, with the task's queue) exists from its admission on; it waits while
+/// the queue is full and runs once the other pod is gone.
+#[tokio::test]
+async fn a_flyte_pod_task_waits_in_its_full_queue_then_runs() {
+    let _volcano = &*VOLCANO;
+    let env = TestEnv::new("ag-flyte", DEFAULT_CONFIG, 1).await;
+    open_queue(&env.admin, "ag-flyte-tight", Some(json!({"cpu": "1"}))).await;
+    priority_class(&env, "ag-flyte-high", 1000).await;
+    let wf = flyte_workflow(&env).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let seen = Seen::watch(&groups).await;
+
+    // A bare pod takes the queue's whole CPU (its group is owned by it, so it goes with it).
+    let hog = pods
+        .create(
+            &PostParams::default(),
+            &bare_pod("hog", "ag-flyte-tight", "1"),
+        )
+        .await
+        .expect("Volcano accepts the bare pod");
+    running(&pods, "hog").await;
+
+    let task: Pod = serde_json::from_value(pod_task(
+        &wf,
+        "n0",
+        "ag-flyte-tight",
+        "ag-flyte-high",
+        "500m",
+    ))
+    .unwrap();
+    let task = pods
+        .create(&PostParams::default(), &task)
+        .await
+        .expect("Volcano accepts the Flyte pod task: its group exists");
+    let name = task.name_any();
+    assert_eq!(group_name(&task).as_ref(), Some(&name));
+    // Made during the admission (the first version the watch saw: labelled as rayshare's,
+    // not yet taken up), with the task's queue. Its spec is printed: at 0ffe280 it was made
+    // from triage's view of the pod (metadata and schedulerName only), so it had
+    // `minResources: {}` and no priorityClassName until the provisioner took it up, and
+    // Volcano could enqueue it past its queue's capability meanwhile.
+    let (_, made) = wait_for("the group's creation to be watched", || async {
+        seen.first("ADDED", &name)
+    })
+    .await;
+    eprintln!(
+        "[admission-groups] {name}'s group as made at admission: labels {:?}, annotations {:?}, spec {}",
+        made.labels(),
+        made.annotations(),
+        made.data["spec"]
+    );
+    assert_eq!(made.labels().get(INSTANCE), Some(&env.name));
+    assert!(!made.annotations().contains_key(POD_UID));
+    assert_eq!(made.data["spec"]["queue"], "ag-flyte-tight");
+    assert_eq!(
+        made.owner_references()[0].kind,
+        "flyteworkflow",
+        "owned by the task's workflow from the start"
+    );
+    one_group_each(&env, &[hog, task.clone()]).await;
+    let group = groups.get(&name).await.unwrap();
+    assert_eq!(group.data["spec"]["queue"], "ag-flyte-tight");
+    assert_eq!(
+        group.data["spec"]["minResources"]["cpu"], "500m",
+        "{:?}",
+        group.data
+    );
+    assert_eq!(group.data["spec"]["priorityClassName"], "ag-flyte-high");
+
+    // The queue is full: Volcano judges the group and the task stays Pending, unbound.
+    let judged = wait_for_within(SLOW, "Volcano to judge the task's group", || async {
+        let g = groups.get_opt(&name).await.ok()??;
+        let conditions = g.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Unschedulable")
+            .then_some(g)
+    })
+    .await;
+    eprintln!(
+        "[admission-groups] {name} waits in its full queue: phase {}, {}",
+        judged.data["status"]["phase"], judged.data["status"]["conditions"]
+    );
+    let waiting = pods.get(&name).await.unwrap();
+    assert_eq!(pod_phase(&waiting), "Pending");
+    assert!(waiting.spec.unwrap().node_name.is_none());
+
+    // Capacity frees: the task is scheduled onto a fake node.
+    let freed = Instant::now();
+    pods.delete("hog", &DeleteParams::default()).await.unwrap();
+    let ran = running(&pods, &name).await;
+    let node = ran.spec.unwrap().node_name.unwrap();
+    assert!(node.starts_with("kwok-"), "{node}");
+    eprintln!(
+        "[admission-groups] {name} ran on {node} {:.1}s after the queue's other pod was deleted",
+        freed.elapsed().as_secs_f64()
+    );
+}
+
+/// (b) A bare Volcano pod: accepted, in rayshare's group (owned by the pod once taken up),
+/// and scheduled.
+#[tokio::test]
+async fn a_bare_pod_is_accepted_in_rayshares_group() {
+    let _volcano = &*VOLCANO;
+    let env = TestEnv::new("ag-bare", DEFAULT_CONFIG, 1).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let pod = pods
+        .create(&PostParams::default(), &bare_pod("bare", "default", "100m"))
+        .await
+        .expect("Volcano accepts the bare pod: its group exists");
+    assert_eq!(group_name(&pod).as_deref(), Some("bare"));
+    running(&pods, "bare").await;
+    one_group_each(&env, std::slice::from_ref(&pod)).await;
+    let group = env
+        .api(&pod_group_resource(), &env.ns)
+        .get("bare")
+        .await
+        .unwrap();
+    let owner = &group.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("Pod", pod.uid().unwrap().as_str())
+    );
+}
+
+/// (c) A pod created with `generateName`: its group is named at admission (prefix plus a
+/// hash of the request), before the API server names the pod; accepted, one group, and
+/// scheduled.
+#[tokio::test]
+async fn a_generate_name_pod_is_accepted_in_rayshares_group() {
+    let _volcano = &*VOLCANO;
+    let env = TestEnv::new("ag-generate", DEFAULT_CONFIG, 1).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &bare_pod("task-", "default", "100m"),
+        )
+        .await
+        .expect("Volcano accepts the generateName pod: its group exists");
+    let name = pod.name_any();
+    let group = group_name(&pod).expect("rayshare named the pod's group");
+    assert!(
+        name.starts_with("task-") && group.starts_with("task-"),
+        "{name} {group}"
+    );
+    eprintln!("[admission-groups] generateName pod {name} is in group {group}");
+    running(&pods, &name).await;
+    one_group_each(&env, std::slice::from_ref(&pod)).await;
+    let stored = env
+        .api(&pod_group_resource(), &env.ns)
+        .get(&group)
+        .await
+        .unwrap();
+    let owner = &stored.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Pod", name.as_str())
+    );
+}
+
+/// (d) A pod refused by an admission step after the webhooks (a ResourceQuota of no pods,
+/// enforced after Volcano's webhook accepted it): the group rayshare made for it during
+/// the admission is deleted by rayshare's orphan reconciler once
+/// `unconfirmedGraceSeconds` (2 here) have passed.
+#[tokio::test]
+async fn a_group_whose_pod_was_refused_later_is_deleted_after_the_grace() {
+    const GRACE: Duration = Duration::from_secs(2);
+    let _volcano = &*VOLCANO;
+    let config = "podGroups:\n  unconfirmedGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
+    let env = TestEnv::new("ag-refused", config, 1).await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(env.admin.clone(), &env.ns);
+    let quota: ResourceQuota = serde_json::from_value(
+        json!({"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}),
+    )
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    // The quota controller has counted the namespace: the refusal is the quota's own.
+    wait_for_within(SLOW, "the quota's status", || async {
+        let q = quotas.get("no-pods").await.ok()?;
+        q.status?.hard?.contains_key("pods").then_some(())
+    })
+    .await;
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    let seen = Seen::watch(&groups).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+
+    let sent = Instant::now();
+    let refused = pods
+        .create(
+            &PostParams::default(),
+            &bare_pod("refused", "default", "100m"),
+        )
+        .await
+        .expect_err("the quota refuses the pod");
+    let answered = sent.elapsed();
+    let kube::Error::Api(e) = &refused else {
+        panic!("not the API server's refusal: {refused}");
+    };
+    assert!(
+        e.code == 403 && e.message.contains("exceeded quota"),
+        "refused by the quota (after the webhooks): {e:?}"
+    );
+    assert!(pods.get_opt("refused").await.unwrap().is_none());
+    // rayshare made its group during the refused pod's admission.
+    assert!(groups.get_opt("refused").await.unwrap().is_some());
+    let (made_at, made) = wait_for("the group's creation to be watched", || async {
+        seen.first("ADDED", "refused")
+    })
+    .await;
+    assert_eq!(
+        made.labels().get(MANAGED_BY).map(|s| s.as_str()),
+        Some("rayshare")
+    );
+    assert_eq!(made.labels().get(INSTANCE), Some(&env.name));
+    assert!(!made.annotations().contains_key(POD_UID));
+
+    let (deleted_at, _) = wait_for_within(
+        Duration::from_secs(20),
+        "the orphan reconciler to delete the refused pod's group",
+        || async { seen.first("DELETED", "refused") },
+    )
+    .await;
+    let lived = deleted_at - made_at;
+    let created = made.metadata.creation_timestamp.clone().unwrap().0;
+    eprintln!(
+        "[admission-groups] the refused pod's group lived {:.2}s (watch: ADDED -> DELETED; \
+         create answered {:.0} ms after it was sent, creationTimestamp {created}); grace {GRACE:?}, \
+         reconcile interval 1s",
+        lived.as_secs_f64(),
+        answered.as_secs_f64() * 1000.0
+    );
+    // The reconciler compares its age from creationTimestamp (whole seconds) with the
+    // grace: not deleted before a second short of it.
+    assert!(
+        lived >= GRACE - Duration::from_secs(1),
+        "deleted early: {lived:?}"
+    );
+    env.instances[0]
+        .wait_for_log("kind=\"PodGroup\" namespace=e2e-ag-refused name=refused")
+        .await;
+    let log = env.instances[0].log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains(" deleted ") && l.contains("name=refused"))
+        .expect("rayshare logged the deletion");
+    eprintln!("[admission-groups] {line}");
+    assert!(groups.get_opt("refused").await.unwrap().is_none());
+}
+
+/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
+/// webhook, each in its own rayshare group. Times are measured and printed, not asserted.
+#[tokio::test]
+async fn a_thousand_pods_at_once_each_get_their_group() {
+    const PODS: usize = 1000;
+    const IN_FLIGHT: usize = 50;
+    let _volcano = &*VOLCANO;
+    let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
+    // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
+    // thousand pods on these 2 cores (admission is what is measured).
+    open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+
+    let started = Instant::now();
+    let results: Vec<(usize, Duration, Result<Pod, kube::Error>)> = stream::iter(0..PODS)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod = bare_pod(&format!("bulk-{i:04}"), "ag-bulk", "1");
+                let sent = Instant::now();
+                let created = pods.create(&PostParams::default(), &pod).await;
+                (i, sent.elapsed(), created)
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let all_created = started.elapsed();
+    let mut latencies: Vec<Duration> = results.iter().map(|(_, l, _)| *l).collect();
+    latencies.sort();
+    let refused: Vec<String> = results
+        .iter()
+        .filter_map(|(i, _, r)| r.as_ref().err().map(|e| format!("bulk-{i:04}: {e}")))
+        .collect();
+    let created: Vec<Pod> = results.into_iter().filter_map(|(_, _, r)| r.ok()).collect();
+    let ungrouped: Vec<String> = created
+        .iter()
+        .filter(|p| group_name(p).as_deref() != Some(p.name_any().as_str()))
+        .map(|p| p.name_any())
+        .collect();
+    let pct = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "[admission-groups] {PODS} pods, {IN_FLIGHT} in flight: all answered in {:.1}s \
+         ({:.0} pods/s); create latency p50 {:?}, p90 {:?}, p99 {:?}, max {:?}; {} refused, {} \
+         without their own group",
+        all_created.as_secs_f64(),
+        PODS as f64 / all_created.as_secs_f64(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        latencies[latencies.len() - 1],
+        refused.len(),
+        ungrouped.len()
+    );
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(5)]
+    );
+    assert!(
+        ungrouped.is_empty(),
+        "{} without their group: {:?}",
+        ungrouped.len(),
+        &ungrouped[..ungrouped.len().min(5)]
+    );
+
+    let groups = one_group_each(&env, &created).await;
+    eprintln!(
+        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
+        started.elapsed().as_secs_f64()
+    );
+    let mut phases: BTreeMap<String, usize> = BTreeMap::new();
+    for g in &groups {
+        let phase = g.data["status"]["phase"].as_str().unwrap_or("(none)");
+        *phases.entry(phase.to_string()).or_default() += 1;
+    }
+    eprintln!("[admission-groups] the groups' phases (queue room for one pod): {phases:?}");
+    let metrics = env.instances[0].metrics().await;
+    for line in metrics.lines().filter(|l| {
+        [
+            "rayshare_objects_created_total",
+            "rayshare_objects_reused_total",
+            "rayshare_errors_total",
+            "rayshare_admission_duration_seconds_sum{kind=\"Pod\"",
+            "rayshare_admission_duration_seconds_count{kind=\"Pod\"",
+        ]
+        .iter()
+        .any(|m| l.starts_with(m))
+    }) {
+        eprintln!("[admission-groups] {line}");
+    }
+    // rayshare's warnings, by message (what the errors above were).
+    let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
+    for line in env.instances[0].log_text().lines() {
+        if let Some((_, rest)) = line.split_once(" WARN ") {
+            let what: Vec<&str> = rest
+                .split_whitespace()
+                .take_while(|w| !w.contains('='))
+                .collect();
+            let what = what.join(" ");
+            *warnings.entry(what).or_default() += 1;
+        }
+    }
+    eprintln!("[admission-groups] rayshare's warnings: {warnings:#?}");
+    // Not left for the scheduler to look at in every session of the remaining tests.
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+}
