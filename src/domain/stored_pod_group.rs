@@ -57,6 +57,9 @@ pub fn group_for(
 pub enum Existing {
     /// Made for this pod: nothing to do.
     Ours,
+    /// rayshare's, made at this pod's admission, not yet taken up by a stored pod: take
+    /// it up (record the pod's uid, bring it up to date from the stored pod).
+    TakeUp,
     /// rayshare's, made for a pod that no longer exists (a pod of the same name came
     /// back): bring it up to date for this one.
     Adopt,
@@ -71,7 +74,8 @@ pub fn existing(group: &Value, pod_uid: &str, pod_alive: impl Fn(&str) -> bool) 
     match labels::get(group, Meta::Annotations, POD_UID) {
         Some(uid) if uid == pod_uid => Existing::Ours,
         Some(uid) if pod_alive(uid) => Existing::Foreign,
-        _ => Existing::Adopt,
+        Some(_) => Existing::Adopt,
+        None => Existing::TakeUp,
     }
 }
 
@@ -175,7 +179,7 @@ mod tests {
     #[case::ours(group(true, Some("me")), false, Existing::Ours)]
     #[case::previous_pod_gone(group(true, Some("old")), false, Existing::Adopt)]
     #[case::another_live_pod(group(true, Some("old")), true, Existing::Foreign)]
-    #[case::made_before_uids(group(true, None), false, Existing::Adopt)]
+    #[case::made_at_admission(group(true, None), false, Existing::TakeUp)]
     #[case::not_rayshares(group(false, Some("me")), false, Existing::Foreign)]
     fn existing_groups(#[case] g: Value, #[case] alive: bool, #[case] want: Existing) {
         assert_eq!(existing(&g, "me", |_| alive), want);

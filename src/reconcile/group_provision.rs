@@ -107,20 +107,24 @@ async fn look(
         .to_string();
     let uid = pod.uid().unwrap_or_default();
     let timeout = Duration::from_millis(config.pod_groups.create_timeout_ms);
+    // What the pod's owner sees: the group its pod is in, whichever step made it.
+    let created = || {
+        if let (Some(sink), Some(target)) = (world.events(), pod_ref(&value)) {
+            let queue = group["spec"]["queue"].as_str().unwrap_or_default();
+            let priority = group["spec"]["priorityClassName"].as_str();
+            sink.record(Event {
+                regarding: Regarding::Stored(target),
+                warning: false,
+                reason: "PodGroupCreated",
+                action: "Provision",
+                note: events::pod_group_created(&name, queue, priority),
+            });
+        }
+    };
     match world.create(&group, timeout).await {
         Ok(Created::Created) => {
             tracing::info!(namespace = %ns, group = %name, pod = %pod.name_any(), "created PodGroup");
-            if let (Some(sink), Some(target)) = (world.events(), pod_ref(&value)) {
-                let queue = group["spec"]["queue"].as_str().unwrap_or_default();
-                let priority = group["spec"]["priorityClassName"].as_str();
-                sink.record(Event {
-                    regarding: Regarding::Stored(target),
-                    warning: false,
-                    reason: "PodGroupCreated",
-                    action: "Provision",
-                    note: events::pod_group_created(&name, queue, priority),
-                });
-            }
+            created();
             metrics
                 .created
                 .get_or_create(&KindLabel { kind: "PodGroup" })
@@ -136,7 +140,14 @@ async fn look(
             };
             match stored_pod_group::existing(&found, &uid, alive) {
                 Existing::Ours => true,
-                Existing::Adopt => adopt(world, metrics, &ns, &name, &group, timeout).await,
+                Existing::TakeUp => {
+                    let taken = adopt(world, metrics, false, &ns, &name, &group, timeout).await;
+                    if taken {
+                        created();
+                    }
+                    taken
+                }
+                Existing::Adopt => adopt(world, metrics, true, &ns, &name, &group, timeout).await,
                 Existing::Foreign => {
                     tracing::warn!(namespace = %ns, group = %name, pod = %pod.name_any(), "a PodGroup of that name exists that is not this pod's; left alone");
                     metrics.error(Cause::NameConflict);
@@ -160,10 +171,12 @@ fn pod_ref(pod: &Value) -> Option<ObjectRef> {
     ObjectRef::of(&pod)
 }
 
-/// Brings rayshare's group, left by an earlier pod of the same name, up to date.
+/// Brings rayshare's group, made at admission or left by an earlier pod of the same name,
+/// up to date for the stored pod (the latter counted as a reuse).
 async fn adopt(
     world: &KubeWorld,
     metrics: &Metrics,
+    reused: bool,
     ns: &str,
     name: &str,
     group: &Value,
@@ -182,10 +195,12 @@ async fn adopt(
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     match tokio::time::timeout(timeout, api.patch(name, &params, &patch)).await {
         Ok(Ok(_)) => {
-            metrics
-                .reused
-                .get_or_create(&KindLabel { kind: "PodGroup" })
-                .inc();
+            if reused {
+                metrics
+                    .reused
+                    .get_or_create(&KindLabel { kind: "PodGroup" })
+                    .inc();
+            }
             true
         }
         Ok(Err(e)) => {
