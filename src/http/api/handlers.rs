@@ -47,7 +47,7 @@ async fn read_body<W>(
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let budget = &state.limits.buffered_kib;
+    let budget = state.limits.budget_for(declared);
     let kib = |bytes: usize| u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX);
     // The declared length up front, what arrives beyond it as it comes; never waiting, so
     // a flood is refused at once instead of queueing memory.

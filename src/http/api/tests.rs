@@ -52,6 +52,7 @@ async fn call(
         .method(method)
         .uri(path)
         .header("content-type", content_type)
+        .header("content-length", body.len())
         .body(Body::from(body))
         .unwrap();
     let res = router(state).oneshot(req).await.unwrap();
@@ -529,12 +530,22 @@ async fn past_the_admission_bound_objects_pass_unchanged() {
 }
 
 /// Past `--max-buffered-bytes`, a body is refused before it is held (503: the API server
-/// applies the webhook's failurePolicy); the budget comes back once answered.
+/// applies the webhook's failurePolicy); the budget comes back once answered. Small bodies
+/// have a share of their own, which large ones cannot spend.
 #[tokio::test]
 async fn past_the_buffered_bytes_a_request_is_refused_at_once() {
-    let s = state_with_limits(Limits::new(8 * 1024, 64));
+    let s = state_with_limits(Limits::new(2048 * 1024, 64));
+    let large = s.limits.buffered_kib.available_permits();
+    assert_eq!((large, s.limits.small_kib.available_permits()), (1536, 512));
+    // The large share spent (as by a flood of large reviews in flight).
+    let flood = s
+        .limits
+        .buffered_kib
+        .clone()
+        .try_acquire_many_owned(1500)
+        .unwrap();
     let mut job = sample("rayjob");
-    job["metadata"]["annotations"] = json!({"big": "x".repeat(16 * 1024)});
+    job["metadata"]["annotations"] = json!({"big": "x".repeat(300 * 1024)});
     let big = review("ray.io", "v1", "RayJob", "CREATE", job).to_string();
     let (status, v) = call(
         s.clone(),
@@ -547,6 +558,12 @@ async fn past_the_buffered_bytes_a_request_is_refused_at_once() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(v["cause"], "overloaded");
     let small = review("", "v1", "Pod", "CREATE", sample("pod"));
-    assert_eq!(post(s.clone(), &small).await["allowed"], true);
-    assert_eq!(s.limits.buffered_kib.available_permits(), 8);
+    assert_eq!(
+        post(s.clone(), &small).await["allowed"],
+        true,
+        "not crowded out"
+    );
+    drop(flood);
+    assert_eq!(s.limits.buffered_kib.available_permits(), large);
+    assert_eq!(s.limits.small_kib.available_permits(), 512);
 }
