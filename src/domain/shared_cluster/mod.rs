@@ -159,6 +159,22 @@ pub fn plan(
             .entry("idleTimeoutSeconds")
             .or_insert(json!(cfg.autoscaling.idle_timeout_seconds));
     }
+    let spec_text = serde_json::to_string(&stripped_spec).expect("JSON values serialise");
+    // The spec travels on the job as an annotation: past the API server's limit on a
+    // job's annotations, the rewritten job would be refused where the original is not.
+    // Checked before the digest, which costs more than this for a large spec.
+    let annotations: usize = job["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if annotations + provision::SPEC.len() + spec_text.len() > MAX_ANNOTATIONS_BYTES {
+        return skip(format!(
+            "rayshare: shared cluster skipped: its cluster spec ({} bytes) is too large to travel on the RayJob (annotations are limited to {MAX_ANNOTATIONS_BYTES} bytes)",
+            spec_text.len()
+        ));
+    }
     let copied_labels = provision::copied_labels(job, cfg);
     let digest = identity::digest(&stripped_spec, &copied_labels);
     let name = identity::cluster_name(&digest);
@@ -182,21 +198,6 @@ pub fn plan(
     }
     warnings.dedup();
 
-    let spec_text = serde_json::to_string(&stripped_spec).expect("JSON values serialise");
-    // The spec travels on the job as an annotation: past the API server's limit on a
-    // job's annotations, the rewritten job would be refused where the original is not.
-    let annotations: usize = job["metadata"]["annotations"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
-        .sum();
-    if annotations + provision::SPEC.len() + spec_text.len() > MAX_ANNOTATIONS_BYTES {
-        return skip(format!(
-            "rayshare: shared cluster skipped: its cluster spec ({} bytes) is too large to travel on the RayJob (annotations are limited to {MAX_ANNOTATIONS_BYTES} bytes)",
-            spec_text.len()
-        ));
-    }
     let cluster =
         provision::cluster_object(&name, namespace, stripped_spec, &copied_labels, &digest);
 
