@@ -210,6 +210,8 @@ pub struct Run {
     /// Open loop: how late the generator sent each request (ns), sorted.
     pub send_lag: Vec<u64>,
     pub errors: u64,
+    /// Errors that were 503s: the server refused the request at once (overloaded).
+    pub refused: u64,
     pub first_error: Option<String>,
     /// Requests completed per second in the window.
     pub throughput: f64,
@@ -223,6 +225,14 @@ pub struct Run {
 impl Run {
     pub fn completed(&self) -> u64 {
         self.latencies.len() as u64
+    }
+
+    fn failed(&mut self, e: String) {
+        self.errors += 1;
+        if e.starts_with("HTTP 503") {
+            self.refused += 1;
+        }
+        self.first_error.get_or_insert(e);
     }
 
     /// Nearest-rank percentile, in microseconds.
@@ -331,10 +341,7 @@ pub async fn open_loop(
         run.send_lag.push(lag.as_nanos() as u64);
         match result {
             Ok(_) => run.latencies.push(latency.as_nanos() as u64),
-            Err(e) => {
-                run.errors += 1;
-                run.first_error.get_or_insert(e);
-            }
+            Err(e) => run.failed(e),
         }
     }
     let cpu1 = Cpu::now(server_pid);
@@ -359,9 +366,7 @@ pub async fn closed_loop(
     for _ in 0..concurrency {
         let (pool, body, counter) = (pool.clone(), body.clone(), counter.clone());
         workers.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut errors = 0u64;
-            let mut first_error = None;
+            let mut run = Run::default();
             loop {
                 let begun = Instant::now();
                 if begun >= window_end {
@@ -374,14 +379,11 @@ pub async fn closed_loop(
                     continue;
                 }
                 match result.unwrap_or_else(|_| Err("timed out".into())) {
-                    Ok(_) => latencies.push((done - begun).as_nanos() as u64),
-                    Err(e) => {
-                        errors += 1;
-                        first_error.get_or_insert(e);
-                    }
+                    Ok(_) => run.latencies.push((done - begun).as_nanos() as u64),
+                    Err(e) => run.failed(e),
                 }
             }
-            (latencies, errors, first_error)
+            run
         }));
     }
     tokio::time::sleep_until(window_start.into()).await;
@@ -390,11 +392,12 @@ pub async fn closed_loop(
     let cpu1 = Cpu::now(server_pid);
     let mut run = Run::default();
     for w in workers {
-        let (latencies, errors, first_error) = w.await.expect("worker");
-        run.latencies.extend(latencies);
-        run.errors += errors;
+        let w = w.await.expect("worker");
+        run.latencies.extend(w.latencies);
+        run.errors += w.errors;
+        run.refused += w.refused;
         if run.first_error.is_none() {
-            run.first_error = first_error;
+            run.first_error = w.first_error;
         }
     }
     finish(&mut run, cpu0, cpu1);

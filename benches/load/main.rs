@@ -12,6 +12,7 @@
 mod bodies;
 mod client;
 mod cluster;
+mod flood;
 mod floor;
 mod measures;
 mod report;
@@ -65,12 +66,15 @@ fn main() -> ExitCode {
         .map(|k| k.split(',').map(PathBuf::from).collect::<Vec<_>>());
     // `--memory`: how rayshare's RSS evolves over repeated load (leak or retention?).
     let memory = args.iter().any(|a| a == "--memory");
+    // `--flood`: rayshare (default flags) under a flood of ~3 MiB RayJob reviews while pod
+    // reviews keep coming (issue 27), instead of the benchmark; writes flood.md.
+    let flood = args.iter().any(|a| a == "--flood");
     let profile = args
         .iter()
         .position(|a| a == "--profile")
         .and_then(|i| args.get(i + 1))
         .map(|k| k.split(',').map(String::from).collect::<Vec<_>>());
-    Bench::new(quick).run(profile, compare, memory);
+    Bench::new(quick).run(profile, compare, memory, flood);
     ExitCode::SUCCESS
 }
 
@@ -160,6 +164,8 @@ struct Server {
     name: &'static str,
     proc: Proc,
     addr: SocketAddr,
+    /// rayshare's admin listener (/metrics); the floor has none.
+    admin: Option<SocketAddr>,
 }
 
 struct Bench {

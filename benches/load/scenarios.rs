@@ -8,6 +8,7 @@ impl Bench {
         profile: Option<Vec<String>>,
         compare: Option<Vec<PathBuf>>,
         memory: bool,
+        flood: bool,
     ) {
         let started = Instant::now();
         let s = &self.settings;
@@ -192,6 +193,13 @@ impl Bench {
             warnings(a).is_empty()
         });
         self.wait_until(&ray, "bench-tpu is cached", &separate[1], has_patch);
+        if flood {
+            // Fresh processes with default flags, no large caches needed.
+            ray.proc.stop();
+            floor.proc.stop();
+            self.flood(&kinds[0], &with_n(&rayjob_a));
+            return;
+        }
 
         // Large caches: many RayClusters, namespaces and pods (not in rayshare's namespaces).
         let t = Instant::now();

@@ -58,6 +58,7 @@ impl Bench {
             name: "rayshare",
             proc,
             addr,
+            admin: Some(admin_addr),
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         while sys::http_get_status(admin_addr, "/readyz") != Some(200) {
@@ -91,6 +92,7 @@ impl Bench {
             name: "floor",
             proc,
             addr,
+            admin: None,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(addr).is_err() {

@@ -234,6 +234,11 @@ pub fn wait_for_file(path: &Path, timeout: Duration, what: &mut Proc) {
 
 /// `GET path` on a plain-HTTP address; the status code.
 pub fn http_get_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
+    http_get(addr, path).map(|(status, _)| status)
+}
+
+/// `GET path` on a plain-HTTP address; the status code and the body.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
@@ -241,7 +246,9 @@ pub fn http_get_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf);
-    text.split_whitespace().nth(1)?.parse().ok()
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Some((status, body.to_string()))
 }
 
 pub fn free_port() -> u16 {
