@@ -2,9 +2,10 @@
 # Runs every test of rayshare: formatting, lints, unit tests, real-socket tests, the
 # end-to-end tests against a real kube-apiserver, the end-to-end tests through the real
 # KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes),
-# the end-to-end tests under the real Volcano scheduler and controller-manager,
+# the end-to-end tests under the real Volcano scheduler, controller-manager and webhook-manager,
 # the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
-# Grafana dashboard and alerts (tests/tools/monitorcheck, promtool).
+# Grafana dashboard and alerts (tests/tools/monitorcheck, promtool), and the fuzz targets
+# (tests/fuzz.rs, proptest on stable Rust; RAYSHARE_FUZZ_CASES per target, default 1,000).
 # On a fresh machine this first builds the control plane, helm, KubeRay, Volcano, kwok and promtool from Go
 # modules and installs Ray from PyPI (cached under ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}).
 set -euo pipefail
@@ -19,7 +20,7 @@ step "building helm (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-helm.sh >/dev/null; echo "helm ready in $((SECONDS - t))s" >&2
 step "building the KubeRay operator (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
-step "building Volcano's scheduler and controller-manager (cached after the first build)"
+step "building Volcano's scheduler, controller-manager and webhook-manager (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-volcano.sh >/dev/null; echo "Volcano ready in $((SECONDS - t))s" >&2
 step "building kwok (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kwok.sh >/dev/null; echo "kwok ready in $((SECONDS - t))s" >&2
