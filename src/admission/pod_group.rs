@@ -59,12 +59,12 @@ impl<W: World> Work<'_, W> {
     async fn make_group(&mut self, name: &str) -> Result<(), (Cause, String)> {
         let cfg = &self.cfg.pod_groups;
         let queue = self.world.namespace_queue(&self.namespace);
+        let odd = |why: String| (Cause::OddObject, format!("rayshare: no PodGroup: {why}"));
         // The group's `minResources` come from the containers, which triage did not read.
         let parsed;
         let pod = if self.whole {
             self.object()
         } else {
-            let odd = |why: String| (Cause::OddObject, format!("rayshare: no PodGroup: {why}"));
             parsed = self.req.parse_object().map_err(odd)?.unwrap_or_default();
             &parsed
         };
@@ -76,7 +76,7 @@ impl<W: World> Work<'_, W> {
             queue.as_deref(),
             cfg,
         )
-        .map_err(|why| (Cause::OddObject, format!("rayshare: no PodGroup: {why}")))?;
+        .map_err(odd)?;
         labels::set(
             &mut group,
             Meta::Labels,

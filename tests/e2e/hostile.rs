@@ -179,9 +179,13 @@ fn with_runtime_env(name: &str, runtime_env: String) -> Value {
     job
 }
 
-/// `pip:` then a block sequence nested `DEPTH` deep on one line (`- - - … x`).
-fn deep_block_yaml() -> String {
-    format!("pip:\n  {}x\n", "- ".repeat(DEPTH))
+/// One of rayshare's own hostile runtime envs (`kuberay_yaml::hostile`), by name: the unit
+/// tests, the fuzzer and the benchmark use the same texts.
+fn library_sample(name: &str) -> String {
+    rayshare::shared_cluster::kuberay_yaml::hostile::runtime_envs()
+        .into_iter()
+        .find_map(|(n, text)| (n == name).then_some(text))
+        .unwrap_or_else(|| panic!("no hostile sample {name:?}"))
 }
 
 /// A JSON document (JSON is YAML) whose `pip` is an array nested `DEPTH` deep.
@@ -191,29 +195,6 @@ fn deep_flow_json() -> String {
         "[".repeat(DEPTH),
         "]".repeat(DEPTH)
     )
-}
-
-/// `a9` merges `a8` 16 times, which merges `a7` 16 times, …: 16^9 merges of empty maps
-/// (no key is ever added, so a bound on values alone never trips).
-fn merge_bomb() -> String {
-    let mut text = String::from("a0: &a0 {}\n");
-    for i in 1..=9 {
-        let refs = vec![format!("*a{}", i - 1); 16].join(", ");
-        text.push_str(&format!("a{i}: &a{i} {{<<: [{refs}]}}\n"));
-    }
-    text.push_str("env_vars: {}\n");
-    text
-}
-
-/// "Billion laughs": 10 `x`, then 9 levels of 10 aliases each (10^10 scalars expanded).
-fn alias_bomb() -> String {
-    let names: Vec<char> = ('a'..='j').collect();
-    let mut text = format!("{0}: &{0} [x, x, x, x, x, x, x, x, x, x]\n", names[0]);
-    for pair in names.windows(2) {
-        let refs = vec![format!("*{}", pair[0]); 10].join(", ");
-        text.push_str(&format!("{0}: &{0} [{refs}]\n", pair[1]));
-    }
-    text
 }
 
 /// A `HUGE`-byte string in `runtimeEnvYAML`, and another in an env var of the head.
@@ -450,7 +431,7 @@ async fn hostile_objects_are_stored_unchanged_and_rayshare_keeps_serving() {
     // Cheapest to refuse first; the ones that break rayshare today (stack, CPU) last, so
     // each of the others is judged on its own.
     let jobs = [
-        with_runtime_env("alias-bomb", alias_bomb()),
+        with_runtime_env("alias-bomb", library_sample("alias bomb")),
         huge_strings("huge-strings"),
     ];
     for job in jobs {
@@ -459,9 +440,9 @@ async fn hostile_objects_are_stored_unchanged_and_rayshare_keeps_serving() {
     absurd_worker(&env, &mut problems).await;
     deep_json_spec_annotation(&env, &mut problems).await;
     let jobs = [
-        with_runtime_env("merge-bomb", merge_bomb()),
+        with_runtime_env("merge-bomb", library_sample("merge bomb")),
         with_runtime_env("deep-flow-json", deep_flow_json()),
-        with_runtime_env("deep-block-yaml", deep_block_yaml()),
+        with_runtime_env("deep-block-yaml", library_sample("deep block sequence")),
     ];
     for job in jobs {
         hostile_job(&env, job, &mut problems).await;

@@ -17,7 +17,7 @@ async fn create_pod(env: &TestEnv, ns: &str, pod: Value) -> Pod {
 
 /// A stored pod's group, once the provisioner has taken it up (made at the pod's
 /// admission, it records the stored pod's uid and owner only then).
-async fn made(groups: &Api<kube::api::DynamicObject>, name: &str) -> Value {
+pub(crate) async fn made(groups: &Api<kube::api::DynamicObject>, name: &str) -> Value {
     let group = wait_for(&format!("PodGroup {name} taken up"), || async {
         let group = groups.get_opt(name).await.ok().flatten()?;
         let annotations = group.metadata.annotations.as_ref()?;

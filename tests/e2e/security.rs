@@ -2,7 +2,6 @@
 //! port can) makes nothing in the API server, while the same object created through the
 //! API server still gets its cluster. Regression tests for the confused deputy of issue 16.
 
-use kube::ResourceExt;
 use kube::api::ListParams;
 use reqwest::Certificate;
 use serde_json::{Value, json};
@@ -183,14 +182,7 @@ async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
     })
     .await;
     eprintln!("a forged review's PodGroup lived {:?}", made.elapsed());
-    wait_for("the honest pod's group taken up with its uid", || async {
-        let honest = groups.get_opt("honest").await.ok().flatten()?;
-        honest
-            .annotations()
-            .contains_key("rayshare.io/pod-uid")
-            .then_some(())
-    })
-    .await;
+    crate::pod_groups::made(&groups, "honest").await;
 }
 
 /// With `podGroups.createAtAdmission: false` a forged review makes no group at all.

@@ -20,7 +20,9 @@ use serde_json::json;
 
 use crate::cluster::*;
 use crate::harness::*;
-use crate::scheduling::{POD_UID, flyte_workflow, group_name, pod_task, priority_class, running};
+use crate::scheduling::{
+    POD_UID, flyte_workflow, group_name, pod_task, priority_class, running, unschedulable,
+};
 use crate::world::*;
 
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -230,15 +232,7 @@ async fn a_flyte_pod_task_waits_in_its_full_queue_then_runs() {
     assert_eq!(group.data["spec"]["priorityClassName"], "ag-flyte-high");
 
     // The queue is full: Volcano judges the group and the task stays Pending, unbound.
-    let judged = wait_for_within(SLOW, "Volcano to judge the task's group", || async {
-        let g = groups.get_opt(&name).await.ok()??;
-        let conditions = g.data["status"]["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .any(|c| c["type"] == "Unschedulable")
-            .then_some(g)
-    })
-    .await;
+    let judged = unschedulable(&groups, &name).await;
     eprintln!(
         "[admission-groups] {name} waits in its full queue: phase {}, {}",
         judged.data["status"]["phase"], judged.data["status"]["conditions"]

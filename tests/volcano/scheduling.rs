@@ -106,6 +106,19 @@ pub(crate) async fn running(pods: &Api<Pod>, name: &str) -> Pod {
     .await
 }
 
+/// Group `name` once Volcano's scheduler has judged it `Unschedulable` (its queue is full).
+pub(crate) async fn unschedulable(groups: &Api<DynamicObject>, name: &str) -> DynamicObject {
+    wait_for_within(SLOW, &format!("Volcano to judge group {name}"), || async {
+        let g = groups.get_opt(name).await.ok()??;
+        let conditions = g.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Unschedulable")
+            .then_some(g)
+    })
+    .await
+}
+
 #[tokio::test]
 async fn pod_tasks_get_their_own_queues_and_priorities_under_the_real_volcano() {
     let _volcano = &*VOLCANO;
@@ -164,15 +177,7 @@ async fn pod_tasks_get_their_own_queues_and_priorities_under_the_real_volcano() 
     }
     // ...while the tight queue's 2-CPU task waits, its group not admitted to the queue.
     let waiting = waits.metadata.name.clone().unwrap();
-    let group = wait_for_within(SLOW, "Volcano to judge the waiting group", || async {
-        let g = groups.get_opt(&waiting).await.ok()??;
-        let conditions = g.data["status"]["conditions"].as_array()?.clone();
-        conditions
-            .iter()
-            .any(|c| c["type"] == "Unschedulable")
-            .then_some(g)
-    })
-    .await;
+    let group = unschedulable(&groups, &waiting).await;
     assert_eq!(group.data["status"]["phase"], "Pending", "{:?}", group.data);
     eprintln!(
         "[volcano] {waiting} waits: {}",

@@ -151,17 +151,19 @@ pub async fn mutate<W: World>(
     let settled = std::panic::catch_unwind(AssertUnwindSafe(|| {
         admission::settled(&request, config, world, Some(metrics))
     }));
-    let slot = state.limits.admissions.try_acquire();
     let admission = match settled {
         Ok(Some(admission)) => admission,
-        Ok(None) if slot.is_err() => passed_unchanged(&request, metrics, Cause::Overloaded),
-        Ok(None) => {
-            let work = admission::work(&request, config, world, Some(metrics));
-            match AssertUnwindSafe(work).catch_unwind().await {
-                Ok(admission) => admission,
-                Err(_) => passed_unchanged(&request, metrics, Cause::Panic),
+        // Only work takes a slot: a request settled by triage costs next to nothing.
+        Ok(None) => match state.limits.admissions.try_acquire() {
+            Err(_) => passed_unchanged(&request, metrics, Cause::Overloaded),
+            Ok(_slot) => {
+                let work = admission::work(&request, config, world, Some(metrics));
+                match AssertUnwindSafe(work).catch_unwind().await {
+                    Ok(admission) => admission,
+                    Err(_) => passed_unchanged(&request, metrics, Cause::Panic),
+                }
             }
-        }
+        },
         Err(_) => passed_unchanged(&request, metrics, Cause::Panic),
     };
     metrics.in_flight.dec();

@@ -61,6 +61,20 @@ impl JobIndexState {
         }
     }
 
+    /// Runs `f` on a cluster's pending admissions, keeping `pending_len` right and dropping
+    /// the entry once it is empty.
+    fn pending_mut<R>(&mut self, key: (String, String), f: impl FnOnce(&mut Pending) -> R) -> R {
+        let pending = self.pending.entry(key.clone()).or_default();
+        let before = pending.len();
+        let result = f(pending);
+        let after = pending.len();
+        if pending.is_empty() {
+            self.pending.remove(&key);
+        }
+        self.pending_len = self.pending_len + after - before;
+        result
+    }
+
     /// Drops every cluster's expired admissions, at most once per `PENDING_FOR`, so keys
     /// that are never asked about again go too.
     fn sweep(&mut self, now: Instant) {
@@ -137,18 +151,10 @@ impl JobIndex {
         let mut s = self.state.lock().expect("not poisoned");
         let key = (namespace.to_string(), cluster.to_string());
         let known = s.by_cluster.get(&key).map_or(0, BTreeSet::len);
-        let unseen = match s.pending.get_mut(&key) {
-            Some(pending) => {
-                let before = pending.len();
-                let unseen = pending.count(now);
-                let after = pending.len();
-                if pending.is_empty() {
-                    s.pending.remove(&key);
-                }
-                s.pending_len -= before - after;
-                unseen
-            }
-            None => 0,
+        let unseen = if s.pending.contains_key(&key) {
+            s.pending_mut(key, |p| p.count(now))
+        } else {
+            0
         };
         known + unseen
     }
@@ -173,11 +179,7 @@ impl JobIndex {
         {
             return;
         }
-        let pending = s.pending.entry(key).or_default();
-        let before = pending.len();
-        pending.note(job, now);
-        let after = pending.len();
-        s.pending_len = s.pending_len + after - before;
+        s.pending_mut(key, |p| p.note(job, now));
     }
 }
 
