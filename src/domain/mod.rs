@@ -8,7 +8,7 @@ pub mod labels;
 pub(crate) mod naming;
 pub mod pod_group;
 pub mod pool;
-pub(crate) mod quantity;
+pub mod quantity;
 pub(crate) mod reclaim;
 pub mod shared_cluster;
 pub mod status;

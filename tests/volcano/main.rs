@@ -15,4 +15,5 @@ mod world;
 mod admission_groups;
 mod cluster;
 mod scheduling;
+mod volcano_groups;
 mod webhook;

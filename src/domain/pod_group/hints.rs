@@ -1,5 +1,6 @@
 //! The scheduling hints Volcano's own pg-controller copies from a pod onto its PodGroup
-//! (volcano.sh/volcano v1.10.0, `createNormalPodPGIfNotExist`), copied the same way (pure).
+//! (volcano.sh/volcano v1.10.0, `createNormalPodPGIfNotExist`), copied the same way (pure;
+//! checked against the running controller in tests/volcano/volcano_groups.rs).
 
 use serde_json::{Map, Value};
 
