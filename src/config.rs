@@ -63,8 +63,9 @@ pub struct SharedClusters {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct StopJobs {
     pub enabled: bool,
-    /// The Ray dashboard of a shared cluster; `{service}` (KubeRay's head service),
-    /// `{namespace}`, `{cluster}` and `{port}` (the head's dashboard port) are filled in.
+    /// The Ray dashboard of a shared cluster; `{headIP}` (the IP of the head pod KubeRay
+    /// made for the cluster), `{port}` (that pod's dashboard port), `{namespace}` and
+    /// `{cluster}` are filled in.
     pub dashboard_url: String,
     /// Every shared cluster's job list is read this often (deletions missed while
     /// rayshare was down); a RayJob's deletion is acted on at once.
@@ -77,7 +78,7 @@ impl Default for StopJobs {
     fn default() -> Self {
         Self {
             enabled: true,
-            dashboard_url: "http://{service}.{namespace}.svc:{port}".into(),
+            dashboard_url: "http://{headIP}:{port}".into(),
             interval_seconds: 30,
             timeout_ms: 3000,
         }
@@ -413,11 +414,8 @@ impl Config {
             );
         }
         let stop = &self.shared_clusters.stop_jobs;
-        if !stop.dashboard_url.starts_with("http://") {
-            return invalid(
-                "sharedClusters.stopJobs.dashboardUrl",
-                "must be an http:// URL template (Ray's dashboard serves plain HTTP)",
-            );
+        if let Some(problem) = dashboard_template_problem(&stop.dashboard_url) {
+            return invalid("sharedClusters.stopJobs.dashboardUrl", &problem);
         }
         if !(1..=60_000).contains(&stop.timeout_ms) {
             return invalid(
@@ -461,6 +459,42 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The placeholders a `dashboardUrl` template may hold (filled in by
+/// `job_life::dashboard_url`).
+const DASHBOARD_PLACEHOLDERS: [&str; 4] = ["{headIP}", "{port}", "{namespace}", "{cluster}"];
+
+/// What is wrong with a `dashboardUrl` template, if anything: an `http://` URL whose
+/// `{...}` are all known placeholders. `{service}` (a name the tenant's spec chooses) is
+/// refused.
+fn dashboard_template_problem(template: &str) -> Option<String> {
+    if !template.starts_with("http://") {
+        return Some("must be an http:// URL template (Ray's dashboard serves plain HTTP)".into());
+    }
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let end = rest[start..].find('}').map(|e| start + e + 1);
+        let Some(end) = end else {
+            return Some("has an unclosed '{'".into());
+        };
+        let placeholder = &rest[start..end];
+        if placeholder == "{service}" {
+            return Some(
+                "{service} is a name the tenant's RayJob chooses (it can name an ExternalName \
+                 Service); use {headIP}, the IP of the head pod KubeRay made"
+                    .into(),
+            );
+        }
+        if !DASHBOARD_PLACEHOLDERS.contains(&placeholder) {
+            return Some(format!(
+                "unknown placeholder {placeholder} (known: {})",
+                DASHBOARD_PLACEHOLDERS.join(", ")
+            ));
+        }
+        rest = &rest[end..];
+    }
+    None
 }
 
 #[cfg(test)]
@@ -507,6 +541,14 @@ mod tests {
     )]
     #[case(
         "sharedClusters:\n  stopJobs:\n    dashboardUrl: ftp://x\n",
+        "sharedClusters.stopJobs.dashboardUrl"
+    )]
+    #[case::tenant_chosen_service(
+        "sharedClusters:\n  stopJobs:\n    dashboardUrl: \"http://{service}.{namespace}.svc:{port}\"\n",
+        "sharedClusters.stopJobs.dashboardUrl"
+    )]
+    #[case::unknown_placeholder(
+        "sharedClusters:\n  stopJobs:\n    dashboardUrl: \"http://{host}:8265\"\n",
         "sharedClusters.stopJobs.dashboardUrl"
     )]
     #[case(

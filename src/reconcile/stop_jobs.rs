@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
@@ -21,7 +22,7 @@ use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_job_resource};
-use crate::world::ray::Dashboard;
+use crate::world::ray::{Dashboard, DashboardError};
 
 /// Longest wait before a dashboard that failed is asked again.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
@@ -81,7 +82,7 @@ pub fn spawn(
                     Err(e) => {
                         let wait = backoff.failed(&key);
                         tracing::warn!(namespace = %key.0, cluster = %key.1, error = %e, retry_in = ?wait, "cannot read the shared cluster's Ray jobs");
-                        metrics.error(Cause::Dashboard);
+                        metrics.error(e.cause());
                     }
                 }
             }
@@ -101,19 +102,48 @@ struct Look<'a> {
     dashboard: &'a Dashboard,
 }
 
+#[derive(Debug, thiserror::Error)]
+enum LookError {
+    #[error(transparent)]
+    Dashboard(#[from] DashboardError),
+    #[error("listing the cluster's head pods: {0}")]
+    HeadPods(#[from] kube::Error),
+}
+
+impl LookError {
+    fn cause(&self) -> Cause {
+        match self {
+            Self::Dashboard(_) => Cause::Dashboard,
+            Self::HeadPods(_) => Cause::ReconcileList,
+        }
+    }
+}
+
 impl Look<'_> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
     async fn cluster(
         &self,
         (ns, name): &Key,
         stopping: &mut HashMap<String, Instant>,
-    ) -> Result<(), crate::world::ray::DashboardError> {
+    ) -> Result<(), LookError> {
         let Some(cluster) = self.world.cached_cluster(ns, name) else {
             return Ok(());
         };
         let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
         let template = &self.config.shared_clusters.stop_jobs.dashboard_url;
-        let Some(base) = job_life::dashboard_url(template, &cluster) else {
+        let head = if job_life::needs_head(template) {
+            match job_life::head(&cluster, &self.head_pods(ns, name).await?) {
+                Ok(head) => Some(head),
+                // No head running: no Ray job to stop there now; the next pass looks again.
+                Err(e) => {
+                    tracing::debug!(namespace = %ns, cluster = %name, reason = %e, "no dashboard to ask");
+                    return Ok(());
+                }
+            }
+        } else {
+            None
+        };
+        let Some(base) = job_life::dashboard_url(template, &cluster, head.as_ref()) else {
             return Ok(());
         };
         let submissions = self.dashboard.submissions(&base).await?;
@@ -139,8 +169,9 @@ impl Look<'_> {
             .collect();
         for sub in active {
             let token = match &sub.tie {
-                Some((i, token)) if i == instance => token,
-                // Not made by this installation's rewrite: counted, never touched.
+                Some(tie) if tie.judged_by(instance, ns) => &tie.token,
+                // Not made by this installation's rewrite in this namespace: counted,
+                // never touched.
                 _ => {
                     unattributed += 1;
                     continue;
@@ -148,7 +179,7 @@ impl Look<'_> {
             };
             let cached = known.get(token).map_or(&[][..], Vec::as_slice);
             if !matches!(
-                job_life::verdict_of_all(sub, cached, instance),
+                job_life::verdict_of_all(sub, cached, instance, ns),
                 Verdict::Stop(_)
             ) {
                 continue;
@@ -162,7 +193,7 @@ impl Look<'_> {
                     continue;
                 }
             };
-            if let Verdict::Stop(reason) = job_life::verdict_of_all(sub, &owner, instance) {
+            if let Verdict::Stop(reason) = job_life::verdict_of_all(sub, &owner, instance, ns) {
                 self.stop(&base, &cluster, sub, reason).await;
                 stopping.insert(sub.id.clone(), Instant::now());
             }
@@ -175,6 +206,19 @@ impl Look<'_> {
             })
             .set(unattributed);
         Ok(())
+    }
+
+    /// The pods labelled as the cluster's head, as the API server has them
+    /// ([`job_life::head`] picks the one KubeRay made for it).
+    async fn head_pods(&self, ns: &str, name: &str) -> Result<Vec<Value>, kube::Error> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let params = ListParams::default().labels(&job_life::head_selector(name));
+        let list = api.list(&params).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|pod| serde_json::to_value(pod).ok())
+            .collect())
     }
 
     /// Every RayJob that carries the token, as the API server has them.

@@ -14,3 +14,4 @@ mod reclaim;
 mod security;
 mod shared_clusters;
 mod status;
+mod tenant_isolation;

@@ -8,7 +8,9 @@ use std::process::{Child, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
 
 use crate::harness::*;
 
@@ -159,4 +161,35 @@ fn get_blocking(port: u16, path: &str) -> Option<String> {
     s.read_to_string(&mut out).ok()?;
     let status = out.lines().next()?.split_whitespace().nth(1)?;
     (status == "200").then_some(out)
+}
+
+impl RayHead {
+    /// The dashboard's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.dashboard.rsplit(':').next().unwrap().parse().unwrap()
+    }
+}
+
+/// Plays KubeRay's part for a shared cluster: a pod labelled as `cluster`'s head,
+/// controlled by `owner_uid` (the cluster's own uid, as KubeRay makes it, or another for an
+/// impostor), running at 127.0.0.1 with its dashboard on `port`.
+pub async fn head_pod(env: &TestEnv, cluster: &Value, name: &str, owner_uid: &str, port: u16) {
+    let cluster_name = cluster["metadata"]["name"].as_str().unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name,
+            "labels": {"ray.io/cluster": cluster_name, "ray.io/node-type": "head"},
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "name": cluster_name, "uid": owner_uid, "controller": true}]},
+        "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0",
+            "ports": [{"name": "gcs", "containerPort": 6379},
+                {"name": "dashboard", "containerPort": port}]}]},
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let running = json!({"status": {"phase": "Running", "podIP": "127.0.0.1",
+        "podIPs": [{"ip": "127.0.0.1"}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .unwrap();
 }

@@ -10,12 +10,12 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::ray_head::RAY_HEAD;
+use crate::ray_head::{RAY_HEAD, head_pod};
 
 /// Prints the run identity the driver sees, then runs until stopped.
-const PRINT_RUN: &str = r#"python -c "import os, time; print('RUN_NAME=%s EXEC=%s USER=%s' % (os.environ.get('RUN_NAME'), os.environ.get('FLYTE_INTERNAL_EXECUTION_ID'), os.environ.get('USER_VAR')), flush=True); time.sleep(3600)""#;
+pub(crate) const PRINT_RUN: &str = r#"python -c "import os, time; print('RUN_NAME=%s EXEC=%s USER=%s' % (os.environ.get('RUN_NAME'), os.environ.get('FLYTE_INTERNAL_EXECUTION_ID'), os.environ.get('USER_VAR')), flush=True); time.sleep(3600)""#;
 
-fn job(sample_file: &str, name: &str, entrypoint: &str) -> Value {
+pub(crate) fn job(sample_file: &str, name: &str, entrypoint: &str) -> Value {
     let mut job = sample(sample_file);
     job["metadata"]["name"] = json!(name);
     job["spec"]["entrypoint"] = json!(entrypoint);
@@ -32,7 +32,7 @@ fn runtime_env_json(stored: &Value) -> String {
 }
 
 /// Creates the RayJob and submits its Ray job (id `<name>-sub`) as KubeRay would.
-async fn create_and_submit(env: &TestEnv, job: Value) -> Value {
+pub(crate) async fn create_and_submit(env: &TestEnv, job: Value) -> Value {
     let name = job["metadata"]["name"].as_str().unwrap().to_string();
     let stored = create_in(&env.admin, &env.ns, job, false).await;
     let entrypoint = stored["spec"]["entrypoint"].as_str().unwrap();
@@ -52,7 +52,7 @@ async fn stopped(env: &TestEnv, reason: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn shared_cluster(env: &TestEnv, name: &str) -> Value {
+pub(crate) async fn shared_cluster(env: &TestEnv, name: &str) -> Value {
     let api = env.api(&ray_cluster_resource(), &env.ns);
     let found = wait_for("the shared cluster", || async {
         api.get_opt(name).await.unwrap()
@@ -62,15 +62,23 @@ async fn shared_cluster(env: &TestEnv, name: &str) -> Value {
 }
 
 fn config(extra: &str) -> String {
+    config_with(&RAY_HEAD.dashboard, extra)
+}
+
+/// The default address: the head pod KubeRay made for the cluster (see [`head_pod`]).
+pub(crate) fn config_via_head_pod(extra: &str) -> String {
+    config_with("\"http://{headIP}:{port}\"", extra)
+}
+
+fn config_with(dashboard_url: &str, extra: &str) -> String {
     format!(
-        "sharedClusters:\n  stopJobs:\n    dashboardUrl: {}\n    intervalSeconds: 2\n{extra}",
-        RAY_HEAD.dashboard
+        "sharedClusters:\n  stopJobs:\n    dashboardUrl: {dashboard_url}\n    intervalSeconds: 2\n{extra}"
     )
 }
 
 #[tokio::test]
 async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
-    let mut env = TestEnv::new("rayjobs", &config(""), 1).await;
+    let mut env = TestEnv::new("rayjobs", &config_via_head_pod(""), 1).await;
     let jobs = env.api(&ray_job_resource(), &env.ns);
     let a = create_and_submit(&env, job("rayjob-run-a.yaml", "a", PRINT_RUN)).await;
     let b = create_and_submit(&env, job("rayjob-run-b.yaml", "b", PRINT_RUN)).await;
@@ -99,7 +107,11 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
         .wait_log("c-sub", "RUN_NAME=a1b2c3 EXEC=a1b2c3 USER=mine")
         .await;
     RAY_HEAD.wait_status("foreign-rayjobs", "RUNNING").await;
-    let cluster = shared_cluster(&env, cluster_name).await.to_string();
+    let cluster = shared_cluster(&env, cluster_name).await;
+    // KubeRay's head pod for it, which the stopper finds by its owner, the cluster.
+    let uid = cluster["metadata"]["uid"].as_str().unwrap();
+    head_pod(&env, &cluster, "head", uid, RAY_HEAD.port()).await;
+    let cluster = cluster.to_string();
     for run in [
         "a1b2c3",
         "z9y8x7",

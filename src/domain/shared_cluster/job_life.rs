@@ -14,25 +14,23 @@ use serde_json::Value;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
-/// Runtime-env variable naming the installation and the admission that made a Ray
-/// submission, `<instance>/<request uid>` (reserved: rayshare sets it even over a copied
-/// value, which would point at another RayJob).
+/// Runtime-env variable naming the installation, the namespace and the admission that made
+/// a Ray submission, `<instance>/<namespace>/<request uid>` (reserved: rayshare sets it even
+/// over a copied value, which would point at another RayJob).
 pub const TOKEN_ENV: &str = "RAYSHARE_ADMISSION";
 /// Label on the rewritten RayJob with the same token.
 pub const TOKEN_LABEL: &str = labels::ADMISSION_UID;
-
-/// KubeRay's default dashboard port and the head container port name it looks for.
-pub const DASHBOARD_PORT: u16 = 8265;
-const DASHBOARD_PORT_NAME: &str = "dashboard";
 
 /// The token for a job admitted by request `uid`, when it can be a label value.
 pub fn token(request_uid: &str) -> Option<&str> {
     labels::is_label_value(request_uid).then_some(request_uid)
 }
 
-/// The value of [`TOKEN_ENV`] for a job that installation `instance` admitted.
-pub fn token_env(instance: &str, token: &str) -> String {
-    format!("{instance}/{token}")
+/// The value of [`TOKEN_ENV`] for a job that installation `instance` admitted in
+/// `namespace`: a submission is judged only by the stored jobs of that namespace, on a
+/// cluster of that namespace.
+pub fn token_env(instance: &str, namespace: &str, token: &str) -> String {
+    format!("{instance}/{namespace}/{token}")
 }
 
 /// Flyte's fast-registered entrypoints download the task's code into the current
@@ -77,8 +75,38 @@ pub fn in_own_directory(entrypoint: &str, root: &str, token: &str) -> String {
 pub struct Submission {
     pub id: String,
     pub status: String,
-    /// (installation, token) from [`TOKEN_ENV`].
-    pub tie: Option<(String, String)>,
+    /// What [`TOKEN_ENV`] says about it.
+    pub tie: Option<Tie>,
+}
+
+/// A submission's [`TOKEN_ENV`]: which installation admitted its RayJob, in which
+/// namespace (`None`: a token written before tokens named one), with which token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tie {
+    pub instance: String,
+    pub namespace: Option<String>,
+    pub token: String,
+}
+
+impl Tie {
+    fn parse(value: &str) -> Option<Self> {
+        let parts: Vec<&str> = value.split('/').collect();
+        let (instance, namespace, token) = match parts[..] {
+            [i, n, t] => (i, Some(n.to_string()), t),
+            [i, t] => (i, None, t),
+            _ => return None,
+        };
+        Some(Self {
+            instance: instance.to_string(),
+            namespace,
+            token: token.to_string(),
+        })
+    }
+
+    /// Whether installation `instance` may judge it on a cluster in `namespace`.
+    pub fn judged_by(&self, instance: &str, namespace: &str) -> bool {
+        self.instance == instance && self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
 }
 
 impl Submission {
@@ -101,8 +129,7 @@ pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
                 status: job["status"].as_str().unwrap_or_default().to_string(),
                 tie: job["runtime_env"]["env_vars"][TOKEN_ENV]
                     .as_str()
-                    .and_then(|v| v.split_once('/'))
-                    .map(|(i, t)| (i.to_string(), t.to_string())),
+                    .and_then(Tie::parse),
             })
         })
         .collect())
@@ -146,17 +173,30 @@ impl StopReason {
     }
 }
 
-/// Whether installation `instance` stops `sub`, given every stored RayJob that carries its
-/// token (none: deleted). Another installation's submissions are not this one's to judge.
-/// A copy of a rewritten RayJob (`kubectl get -o yaml`, renamed, created again) keeps its
-/// original's token, so a submission is stopped only when none of them still wants it.
-pub fn verdict_of_all(sub: &Submission, jobs: &[Value], instance: &str) -> Verdict {
+/// Whether installation `instance` stops `sub`, found on a cluster in `namespace`, given
+/// every stored RayJob of that namespace that carries its token (none: deleted). Another
+/// installation's or another namespace's submissions are not this one's to judge. A copy of
+/// a rewritten RayJob (`kubectl get -o yaml`, renamed, created again) keeps its original's
+/// token, so a submission is stopped only when none of them still wants it.
+pub fn verdict_of_all(
+    sub: &Submission,
+    jobs: &[Value],
+    instance: &str,
+    namespace: &str,
+) -> Verdict {
+    if sub
+        .tie
+        .as_ref()
+        .is_none_or(|t| !t.judged_by(instance, namespace))
+    {
+        return Verdict::Unattributed;
+    }
     if jobs.is_empty() {
-        return judge(sub, None, instance);
+        return judge(sub, None);
     }
     let mut stop = None;
     for job in jobs {
-        match judge(sub, Some(job), instance) {
+        match judge(sub, Some(job)) {
             Verdict::Stop(reason) => {
                 stop.get_or_insert(reason);
             }
@@ -167,10 +207,7 @@ pub fn verdict_of_all(sub: &Submission, jobs: &[Value], instance: &str) -> Verdi
 }
 
 /// The verdict for one RayJob carrying the token (`None`: none does).
-fn judge(sub: &Submission, job: Option<&Value>, instance: &str) -> Verdict {
-    if sub.tie.as_ref().is_none_or(|(i, _)| i != instance) {
-        return Verdict::Unattributed;
-    }
+fn judge(sub: &Submission, job: Option<&Value>) -> Verdict {
     if !sub.active() {
         return Verdict::Leave;
     }
@@ -196,35 +233,8 @@ pub fn job_token(job: &Value) -> Option<&str> {
     labels::get(job, Meta::Labels, TOKEN_LABEL)
 }
 
-/// The dashboard address of a RayCluster: `template` with `{service}` (KubeRay's head
-/// service: `spec.headGroupSpec.headService.metadata.name`, else `<name>-head-svc`),
-/// `{namespace}`, `{cluster}` and `{port}` (the head container's port named
-/// `dashboard`, else 8265) filled in.
-pub fn dashboard_url(template: &str, cluster: &Value) -> Option<String> {
-    let name = cluster["metadata"]["name"].as_str()?;
-    let namespace = cluster["metadata"]["namespace"].as_str()?;
-    let head = &cluster["spec"]["headGroupSpec"];
-    let service = head["headService"]["metadata"]["name"]
-        .as_str()
-        .filter(|s| !s.is_empty())
-        .map_or_else(|| format!("{name}-head-svc"), str::to_string);
-    let port = head["template"]["spec"]["containers"][0]["ports"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == DASHBOARD_PORT_NAME)
-        .and_then(|p| p["containerPort"].as_u64())
-        .unwrap_or(u64::from(DASHBOARD_PORT));
-    Some(
-        template
-            .replace("{service}", &service)
-            .replace("{namespace}", namespace)
-            .replace("{cluster}", name)
-            .replace("{port}", &port.to_string())
-            .trim_end_matches('/')
-            .to_string(),
-    )
-}
+mod dashboard;
+pub use dashboard::*;
 
 #[cfg(test)]
 mod tests;

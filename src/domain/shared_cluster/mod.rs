@@ -217,7 +217,7 @@ pub fn plan(
         .map(|t| {
             (
                 job_life::TOKEN_ENV.to_string(),
-                job_life::token_env(by.instance, t),
+                job_life::token_env(by.instance, namespace, t),
             )
         })
         .into_iter()

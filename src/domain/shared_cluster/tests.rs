@@ -308,7 +308,7 @@ fn jobs_carry_their_admission_token(#[case] uid: &str, #[case] token: Option<&st
     let env: Value =
         serde_json::from_str(r.job["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
     let carried = env["env_vars"][job_life::TOKEN_ENV].as_str();
-    let expected = token.map(|t| format!("rayshare/{t}"));
+    let expected = token.map(|t| format!("rayshare/ns/{t}"));
     assert_eq!(carried, Some(expected.as_deref().unwrap_or("copied")));
     let replaced = r
         .warnings

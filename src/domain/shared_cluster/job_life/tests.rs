@@ -7,7 +7,11 @@ fn sub(status: &str, token: Option<&str>) -> Submission {
     Submission {
         id: "job-a-x1".into(),
         status: status.into(),
-        tie: token.map(|t| ("rs".to_string(), t.to_string())),
+        tie: token.map(|t| Tie {
+            instance: "rs".into(),
+            namespace: Some("team".into()),
+            token: t.into(),
+        }),
     }
 }
 
@@ -66,9 +70,26 @@ fn job(status: Value, deleting: bool) -> Vec<Value> {
     Verdict::Leave
 )]
 fn verdicts(#[case] s: Submission, #[case] owners: Vec<Value>, #[case] expected: Verdict) {
-    assert_eq!(verdict_of_all(&s, &owners, "rs"), expected);
+    assert_eq!(verdict_of_all(&s, &owners, "rs", "team"), expected);
     // Another installation's submission is never this one's to stop.
-    assert_eq!(verdict_of_all(&s, &owners, "other"), Verdict::Unattributed);
+    assert_eq!(
+        verdict_of_all(&s, &owners, "other", "team"),
+        Verdict::Unattributed
+    );
+    // Nor one admitted in another namespace, whatever cluster it was found on.
+    assert_eq!(
+        verdict_of_all(&s, &owners, "rs", "elsewhere"),
+        Verdict::Unattributed
+    );
+    // A token written before tokens named their namespace is judged as before.
+    let mut legacy = s.clone();
+    if let Some(tie) = legacy.tie.as_mut() {
+        tie.namespace = None;
+    }
+    assert_eq!(
+        verdict_of_all(&legacy, &owners, "rs", "elsewhere"),
+        expected
+    );
 }
 
 /// A copy of a rewritten RayJob carries its original's token: the submission runs on
@@ -93,7 +114,11 @@ fn copies_of_a_rewritten_job(#[case] statuses: [Value; 2], #[case] expected: Ver
             .flat_map(|&i| job(statuses[i].clone(), false))
             .collect();
         let s = sub("RUNNING", Some("t"));
-        assert_eq!(verdict_of_all(&s, &owners, "rs"), expected, "{order:?}");
+        assert_eq!(
+            verdict_of_all(&s, &owners, "rs", "team"),
+            expected,
+            "{order:?}"
+        );
     }
 }
 
@@ -102,7 +127,11 @@ fn parses_the_dashboards_job_list() {
     // Shapes as Ray 2.x's `GET /api/jobs/` answers (JobDetails).
     let body = json!([
         {"type": "SUBMISSION", "submission_id": "a-1", "status": "RUNNING",
-         "runtime_env": {"env_vars": {TOKEN_ENV: "rs/uid-a", "RUN_NAME": "r1"}}, "metadata": {}},
+         "runtime_env": {"env_vars": {TOKEN_ENV: "rs/team/uid-a", "RUN_NAME": "r1"}}, "metadata": {}},
+        {"type": "SUBMISSION", "submission_id": "e-1", "status": "RUNNING",
+         "runtime_env": {"env_vars": {TOKEN_ENV: "rs/uid-e"}}},
+        {"type": "SUBMISSION", "submission_id": "f-1", "status": "RUNNING",
+         "runtime_env": {"env_vars": {TOKEN_ENV: "rs/a/b/c"}}},
         {"type": "SUBMISSION", "submission_id": "d-1", "status": "RUNNING",
          "runtime_env": {"env_vars": {TOKEN_ENV: "no-instance"}}},
         {"type": "SUBMISSION", "submission_id": "b-1", "status": "SUCCEEDED", "runtime_env": {}},
@@ -110,7 +139,13 @@ fn parses_the_dashboards_job_list() {
         {"type": "DRIVER", "submission_id": null, "status": "RUNNING", "job_id": "01000000"},
     ]);
     let subs = parse_submissions(&body).unwrap();
-    let tie = |i: &str, t: &str| Some((i.to_string(), t.to_string()));
+    let tie = |i: &str, n: Option<&str>, t: &str| {
+        Some(Tie {
+            instance: i.into(),
+            namespace: n.map(str::to_string),
+            token: t.into(),
+        })
+    };
     let got: Vec<_> = subs
         .iter()
         .map(|s| (s.id.as_str(), s.status.as_str(), s.tie.clone()))
@@ -118,7 +153,9 @@ fn parses_the_dashboards_job_list() {
     assert_eq!(
         got,
         vec![
-            ("a-1", "RUNNING", tie("rs", "uid-a")),
+            ("a-1", "RUNNING", tie("rs", Some("team"), "uid-a")),
+            ("e-1", "RUNNING", tie("rs", None, "uid-e")),
+            ("f-1", "RUNNING", None),
             ("d-1", "RUNNING", None),
             ("b-1", "SUCCEEDED", None),
             ("c-1", "PENDING", None),
@@ -184,22 +221,70 @@ fn tokens_are_label_values(#[case] uid: &str, #[case] expected: Option<&str>) {
     assert_eq!(token(uid), expected);
 }
 
+fn cluster() -> Value {
+    json!({"metadata": {"name": "c1", "namespace": "team", "uid": "u-1"}})
+}
+
+/// A pod labelled as c1's head, `owner` its controller, running at `ip`.
+fn head_pod(owner: &str, ip: &str, ports: Value) -> Value {
+    json!({
+        "metadata": {"name": "c1-head-x", "labels": {"ray.io/cluster": "c1", "ray.io/node-type": "head"},
+            "ownerReferences": [{"kind": "RayCluster", "name": "c1", "uid": owner, "controller": true}]},
+        "spec": {"containers": [{"name": "ray-head", "ports": ports}]},
+        "status": {"phase": "Running", "podIP": ip},
+    })
+}
+
 #[rstest]
-#[case::default_service(json!({}), "http://c1-head-svc.team.svc:8265")]
-#[case::named_service(
-    json!({"headGroupSpec": {"headService": {"metadata": {"name": "my-head"}}}}),
-    "http://my-head.team.svc:8265"
-)]
+#[case::kuberays_head(vec![head_pod("u-1", "10.0.0.7", json!([]))], Ok("http://10.0.0.7:8265"))]
 #[case::dashboard_port(
-    json!({"headGroupSpec": {"template": {"spec": {"containers": [
-        {"ports": [{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 9000}]}
-    ]}}}}),
-    "http://c1-head-svc.team.svc:9000"
+    vec![head_pod("u-1", "10.0.0.7", json!([{"name": "gcs", "containerPort": 6379}, {"name": "dashboard", "containerPort": 9000}]))],
+    Ok("http://10.0.0.7:9000")
 )]
-fn dashboard_addresses(#[case] spec: Value, #[case] expected: &str) {
-    let cluster = json!({"metadata": {"name": "c1", "namespace": "team"}, "spec": spec});
-    let url = dashboard_url("http://{service}.{namespace}.svc:{port}", &cluster);
-    assert_eq!(url.as_deref(), Some(expected));
-    let fixed = dashboard_url("http://127.0.0.1:8265/", &cluster);
-    assert_eq!(fixed.as_deref(), Some("http://127.0.0.1:8265"));
+#[case::ipv6(vec![head_pod("u-1", "fd00::7", json!([]))], Ok("http://[fd00::7]:8265"))]
+#[case::someone_elses_pod(vec![head_pod("u-2", "10.9.9.9", json!([]))], Err(NoHead::NotRunning))]
+#[case::a_hostname_is_not_an_ip(
+    vec![head_pod("u-1", "evil.example:80/x?", json!([]))],
+    Err(NoHead::NotRunning)
+)]
+#[case::impostor_first(
+    vec![head_pod("u-2", "10.9.9.9", json!([])), head_pod("u-1", "10.0.0.7", json!([]))],
+    Ok("http://10.0.0.7:8265")
+)]
+#[case::none(vec![], Err(NoHead::NotRunning))]
+fn the_dashboard_is_the_head_kuberay_made(
+    #[case] pods: Vec<Value>,
+    #[case] expected: Result<&str, NoHead>,
+) {
+    let got = head(&cluster(), &pods)
+        .map(|h| dashboard_url("http://{headIP}:{port}/", &cluster(), Some(&h)).unwrap());
+    assert_eq!(got, expected.map(str::to_string));
+}
+
+#[test]
+fn a_pod_not_running_or_being_deleted_is_no_head() {
+    let mut pending = head_pod("u-1", "10.0.0.7", json!([]));
+    pending["status"]["phase"] = json!("Pending");
+    let mut deleting = head_pod("u-1", "10.0.0.7", json!([]));
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut worker = head_pod("u-1", "10.0.0.7", json!([]));
+    worker["metadata"]["labels"]["ray.io/node-type"] = json!("worker");
+    for pod in [pending, deleting, worker] {
+        assert_eq!(head(&cluster(), &[pod]), Err(NoHead::NotRunning));
+    }
+    let no_uid = json!({"metadata": {"name": "c1", "namespace": "team"}});
+    assert_eq!(head(&no_uid, &[]), Err(NoHead::NoUid));
+}
+
+#[test]
+fn a_fixed_address_needs_no_head() {
+    assert!(!needs_head("http://127.0.0.1:8265/{namespace}"));
+    assert_eq!(
+        dashboard_url("http://127.0.0.1:8265/", &cluster(), None).as_deref(),
+        Some("http://127.0.0.1:8265")
+    );
+    assert_eq!(
+        dashboard_url("http://{headIP}:{port}", &cluster(), None),
+        None
+    );
 }

@@ -1,0 +1,101 @@
+//! The stopper's side effects stay with what rayshare made, in the tenant's own namespace
+//! (issue 30): a tenant who names its head service after an ExternalName Service and
+//! plants pods labelled as the cluster's head gets no call to the address it chose, and a
+//! submission tied to another namespace is never stopped, while the Ray job of a deleted
+//! RayJob on the head KubeRay made is.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::ray_head::{RAY_HEAD, head_pod};
+use crate::ray_jobs::{PRINT_RUN, config_via_head_pod, create_and_submit, job, shared_cluster};
+
+/// A listener on 127.0.0.1 that counts the connections made to it and answers nothing.
+async fn trap() -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let count = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (port, hits)
+}
+
+#[tokio::test]
+async fn the_stopper_calls_only_the_head_kuberay_made_and_only_its_namespaces_jobs() {
+    let env = TestEnv::new("isolation", &config_via_head_pod(""), 1).await;
+    // The tenant names its head service `proxy`, an ExternalName Service it made.
+    let services: Api<Service> = Api::namespaced(env.admin.clone(), &env.ns);
+    let proxy: Service = serde_json::from_value(json!({
+        "metadata": {"name": "proxy"},
+        "spec": {"type": "ExternalName", "externalName": "rayshare-victim.example"},
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &proxy)
+        .await
+        .unwrap();
+    let mut tenant_job = job("rayjob-run-a.yaml", "t", PRINT_RUN);
+    tenant_job["spec"]["rayClusterSpec"]["headGroupSpec"]["headService"] =
+        json!({"metadata": {"name": "proxy"}});
+    let stored = create_and_submit(&env, tenant_job).await;
+    let cluster_name = stored["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .unwrap();
+    let cluster = shared_cluster(&env, cluster_name).await;
+    let cluster_uid = cluster["metadata"]["uid"].as_str().unwrap();
+
+    // Pods labelled as the cluster's head, pointing at addresses the tenant chose: one
+    // controlled by another object of the tenant's (its RayJob), one by nothing real;
+    // both listed before KubeRay's (the API server lists by name).
+    let (trap_port, hits) = trap().await;
+    let job_uid = stored["metadata"]["uid"].as_str().unwrap();
+    head_pod(&env, &cluster, "a-impostor", job_uid, trap_port).await;
+    head_pod(&env, &cluster, "b-impostor", "not-a-uid", trap_port).await;
+    // And the head KubeRay made.
+    let head = format!("{cluster_name}-head-x7k2p");
+    head_pod(&env, &cluster, &head, cluster_uid, RAY_HEAD.port()).await;
+
+    // A submission of this installation tied to another namespace, whose token no
+    // RayJob carries: judged by this namespace's jobs it would be "deleted".
+    let token_env: Value =
+        serde_norway::from_str(stored["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    let own = token_env["env_vars"]["RAYSHARE_ADMISSION"]
+        .as_str()
+        .unwrap();
+    let instance = own.split('/').next().unwrap();
+    let foreign =
+        json!({"env_vars": {"RAYSHARE_ADMISSION": format!("{instance}/other-team/no-such-token")}});
+    RAY_HEAD
+        .submit(
+            "other-namespace",
+            Some(&foreign.to_string()),
+            "python -c 'import time; time.sleep(3600)'",
+        )
+        .await;
+    RAY_HEAD.wait_status("other-namespace", "RUNNING").await;
+
+    // The tenant's own job ends with its RayJob, on the head KubeRay made.
+    let jobs = env.api(&ray_job_resource(), &env.ns);
+    jobs.delete("t", &DeleteParams::default()).await.unwrap();
+    RAY_HEAD.wait_status("t-sub", "STOPPED").await;
+    // A whole pass over the cluster after that stop: every submission was judged.
+    env.instances[0].wait_passes("RayJobStop", 2).await;
+
+    assert_eq!(RAY_HEAD.status("other-namespace").await, "RUNNING");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the stopper called an address a tenant chose"
+    );
+    RAY_HEAD.stop("other-namespace").await;
+}
