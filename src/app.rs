@@ -70,7 +70,8 @@ impl App {
             .map(tls::client_roots)
             .transpose()
             .map_err(StartError::ClientCa)?;
-        let tls = tls::server_config(certs.clone(), client_roots).map_err(StartError::ClientCa)?;
+        let tls = tls::server_config(certs.clone(), client_roots, &args.client_cn)
+            .map_err(StartError::ClientCa)?;
         let clients = kube_clients(&args, &background)
             .await
             .map_err(StartError::Kube)?;

@@ -72,6 +72,16 @@ pub struct ServeArgs {
     /// `kubeConfigFile` with a matching client certificate). Read at startup.
     #[arg(long, env = "RAYSHARE_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
+    /// With `--client-ca`: the names (subject common name or DNS name) a client
+    /// certificate must carry, comma-separated; the cluster CA also signs every user's and
+    /// kubelet's certificate. Empty: the chain alone decides.
+    #[arg(
+        long,
+        env = "RAYSHARE_CLIENT_CN",
+        value_delimiter = ',',
+        default_value = "kube-apiserver"
+    )]
+    pub client_cn: Vec<String>,
     /// How often the certificate files are checked for changes.
     #[arg(long, env = "RAYSHARE_CERT_RELOAD_SECONDS", default_value_t = 10)]
     pub cert_reload_seconds: u64,

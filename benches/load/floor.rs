@@ -48,7 +48,7 @@ pub fn main(args: &[String]) -> ExitCode {
     runtime.block_on(async move {
         let certs = CertStore::load(&files).expect("floor: certificate");
         let acceptor =
-            TlsAcceptor::from(rayshare::tls::server_config(certs, None).expect("TLS config"));
+            TlsAcceptor::from(rayshare::tls::server_config(certs, None, &[]).expect("TLS config"));
         let app = Router::new().route("/mutate", post(mutate));
         let listener = tokio::net::TcpListener::bind(listen)
             .await

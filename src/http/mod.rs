@@ -3,5 +3,6 @@
 pub(crate) mod admin;
 pub(crate) mod api;
 pub mod certs;
+pub mod client_names;
 pub mod server;
 pub mod tls;

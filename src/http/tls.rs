@@ -159,10 +159,12 @@ pub fn client_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
 }
 
 /// TLS 1.2 and 1.3, ALPN h2 then http/1.1 (kube-apiserver's client speaks HTTP/2); with
-/// `client_roots`, only clients with a certificate they signed complete the handshake.
+/// `client_roots`, only clients with a certificate they signed complete the handshake,
+/// and, unless `client_names` is empty, only one issued to one of those names.
 pub fn server_config(
     store: Arc<CertStore>,
     client_roots: Option<Arc<RootCertStore>>,
+    client_names: &[String],
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -171,9 +173,17 @@ pub fn server_config(
     let builder = match client_roots {
         None => builder.with_no_client_auth(),
         Some(roots) => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+            let mut verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
                 .build()
                 .map_err(|e| TlsError::Invalid(format!("client CA: {e}")))?;
+            let allowed: Vec<String> = client_names
+                .iter()
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .collect();
+            if !allowed.is_empty() {
+                verifier = Arc::new(super::client_names::NamedClients::new(verifier, allowed));
+            }
             builder.with_client_cert_verifier(verifier)
         }
     };

@@ -246,6 +246,69 @@ async fn with_a_client_ca_only_the_api_server_is_heard() {
     );
 }
 
+/// A certificate the client CA signed for another name (a user's, a kubelet's: a cluster CA
+/// signs those too) is refused at the handshake unless `--client-cn` allows it; the API
+/// server's (`kube-apiserver`) still gets its answers.
+#[tokio::test]
+async fn a_client_certificate_for_another_name_is_refused_at_the_handshake() {
+    // One bundle: the CA of the API server's webhook client certificate, and one that
+    // signed a kubelet's.
+    let node = rayshare::certs::generate_client("system:node:worker-1").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("client-ca.crt");
+    let api_server_ca = std::fs::read_to_string(webhook_client_ca()).unwrap();
+    std::fs::write(&bundle, format!("{api_server_ca}{}", node.ca_pem)).unwrap();
+    let bundle = bundle.display().to_string();
+    let post_as_node = |env: &TestEnv| {
+        let identity =
+            reqwest::Identity::from_pem(format!("{}{}", node.cert_pem, node.key_pem).as_bytes())
+                .unwrap();
+        let http = reqwest::Client::builder()
+            .add_root_certificate(Certificate::from_pem(env.ca.as_bytes()).unwrap())
+            .identity(identity)
+            .build()
+            .unwrap();
+        http.post(&env.instances[0].url)
+            .json(&forged_review(&env.ns, &evil_job(&env.ns)))
+            .send()
+    };
+
+    let env = TestEnv::with_args(
+        "mtls-cn",
+        DEFAULT_CONFIG,
+        1,
+        &["--client-ca".into(), bundle.clone()],
+    )
+    .await;
+    let job = create_in(&env.admin, &env.ns, sample("rayjob-run-a.yaml"), false).await;
+    assert!(
+        job["spec"]["clusterSelector"].is_object(),
+        "{}",
+        job["spec"]
+    );
+    let refused = post_as_node(&env).await;
+    assert!(
+        refused.is_err(),
+        "a kubelet's certificate got an answer: {refused:?}"
+    );
+    let log = env.instances[0].log_text();
+    assert!(
+        log.contains("system:node:worker-1"),
+        "the refusal is logged:\n{log}"
+    );
+
+    // The chain alone (`--client-cn=`) would have let it in.
+    let chain_only = TestEnv::with_args(
+        "mtls-chain",
+        DEFAULT_CONFIG,
+        1,
+        &["--client-ca".into(), bundle, "--client-cn=".into()],
+    )
+    .await;
+    let answered = post_as_node(&chain_only).await.expect("answered");
+    assert!(answered.status().is_success(), "{answered:?}");
+}
+
 /// Forged reviews of multi-host worker pods claim slots (a claim must be unique before
 /// its pod is stored), but hold them no longer than `indices.claimInFlightSeconds`: the
 /// first real worker still gets slot (0, 0).
