@@ -35,8 +35,12 @@ const COMMON_KINDS: &[&str] = &[
     "Deployment",
     "MutatingWebhookConfiguration",
     "PodDisruptionBudget",
+    "Role",
+    "RoleBinding",
     "Service",
     "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
 ];
 
 /// One YAML document: its text as rendered, and what it says.

@@ -229,9 +229,23 @@ impl ControlPlane {
             .await;
         }
         create_namespace(&client, RAYSHARE_NAMESPACE, &[]).await;
-        // The chart's RBAC, exactly: a permission the chart lacks fails a test.
-        for object in helm_template("templates/rbac.yaml", &[]) {
-            apply(&client, &object).await;
+        // The chart's RBAC and its own-objects policy, exactly: a permission the chart
+        // lacks, or a write the policy refuses, fails a test.
+        for template in ["templates/rbac.yaml", "templates/admission-policy.yaml"] {
+            for object in helm_template(template, &[]) {
+                apply(&client, &object).await;
+            }
+        }
+    }
+}
+
+/// The chart's leader-election Role and its binding, in `namespace`: each test's replicas
+/// elect their leader there, where the chart elects it in the release namespace.
+pub async fn leader_role_in(client: &Client, namespace: &str) {
+    for mut object in helm_template("templates/rbac.yaml", &[]) {
+        if object["kind"] == "Role" || object["kind"] == "RoleBinding" {
+            object["metadata"]["namespace"] = json!(namespace);
+            apply(client, &object).await;
         }
     }
 }
@@ -617,6 +631,7 @@ impl TestEnv {
         let ns_off = format!("e2e-{name}-off");
         create_namespace(&admin, &ns, &[(ENABLE_LABEL, "true"), (TEST_LABEL, name)]).await;
         create_namespace(&admin, &ns_off, &[(TEST_LABEL, name)]).await;
+        leader_role_in(&admin, &ns).await;
         let dir = tempfile::tempdir().unwrap();
         let certs = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
         rayshare::certs::write(dir.path(), &certs).unwrap();

@@ -6,6 +6,7 @@ mod events;
 mod harness;
 mod hostile;
 mod indices;
+mod least_privilege;
 mod monitoring;
 mod pod_groups;
 mod ray_head;

@@ -79,6 +79,8 @@ type rendered struct {
 	serviceAccounts []corev1.ServiceAccount
 	clusterRoles    []rbacv1.ClusterRole
 	bindings        []rbacv1.ClusterRoleBinding
+	roles           []rbacv1.Role
+	roleBindings    []rbacv1.RoleBinding
 	configMaps      []corev1.ConfigMap
 	secrets         []corev1.Secret
 	services        []corev1.Service
@@ -168,6 +170,12 @@ func decodeAll(data []byte) (*rendered, error) {
 		case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
 			r.bindings = append(r.bindings, rbacv1.ClusterRoleBinding{})
 			target = &r.bindings[len(r.bindings)-1]
+		case "rbac.authorization.k8s.io/v1/Role":
+			r.roles = append(r.roles, rbacv1.Role{})
+			target = &r.roles[len(r.roles)-1]
+		case "rbac.authorization.k8s.io/v1/RoleBinding":
+			r.roleBindings = append(r.roleBindings, rbacv1.RoleBinding{})
+			target = &r.roleBindings[len(r.roleBindings)-1]
 		case "v1/ConfigMap":
 			r.configMaps = append(r.configMaps, corev1.ConfigMap{})
 			target = &r.configMaps[len(r.configMaps)-1]
@@ -193,6 +201,8 @@ func decodeAll(data []byte) (*rendered, error) {
 			r.webhooks = append(r.webhooks, admissionv1.MutatingWebhookConfiguration{})
 			target = &r.webhooks[len(r.webhooks)-1]
 		case "cert-manager.io/v1/Issuer", "cert-manager.io/v1/Certificate",
+			"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+			"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
 			"monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule", "dashboard":
 			var m map[string]any
 			if err := yaml.Unmarshal(doc, &m); err != nil {
@@ -259,6 +269,23 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 		p.check(len(b.Subjects) == 1 && b.Subjects[0].Kind == "ServiceAccount" &&
 			b.Subjects[0].Name == name && b.Subjects[0].Namespace == ns,
 			"ClusterRoleBinding subjects %+v, want ServiceAccount %s/%s", b.Subjects, ns, name)
+	}
+
+	// The leader Lease: get and update of that one name, in the release namespace.
+	if one("Role", len(r.roles)) {
+		role := r.roles[0]
+		want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			ResourceNames: []string{"rayshare-reconciler"}, Verbs: []string{"get", "update"}}}
+		p.check(role.Namespace == ns && reflect.DeepEqual(role.Rules, want),
+			"Role %s/%s rules %+v, want %+v", role.Namespace, role.Name, role.Rules, want)
+	}
+	if one("RoleBinding", len(r.roleBindings)) {
+		b := r.roleBindings[0]
+		p.check(b.RoleRef.Kind == "Role" && len(r.roles) == 1 && b.RoleRef.Name == r.roles[0].Name,
+			"RoleBinding roleRef %+v does not name the Role", b.RoleRef)
+		p.check(len(b.Subjects) == 1 && b.Subjects[0].Kind == "ServiceAccount" &&
+			b.Subjects[0].Name == name && b.Subjects[0].Namespace == ns,
+			"RoleBinding subjects %+v, want ServiceAccount %s/%s", b.Subjects, ns, name)
 	}
 
 	// Feature config.
@@ -389,7 +416,7 @@ func checkRules(p *problems, rules []rbacv1.PolicyRule) {
 		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
 		"ray.io/rayjobs":                  {"get", "list", "watch"},
 		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "patch", "watch"},
-		"coordination.k8s.io/leases":      {"create", "delete", "get", "list", "update", "watch"},
+		"coordination.k8s.io/leases":      {"create", "delete", "list"},
 		"/pods":                           {"get", "list", "watch"},
 		"/namespaces":                     {"get", "list", "watch"},
 		"events.k8s.io/events":            {"create", "patch"},

@@ -1,0 +1,132 @@
+//! rayshare's ServiceAccount, with the chart's RBAC and own-objects policy (the harness
+//! installs both, and every test runs rayshare under them), can write only its own Leases,
+//! RayClusters and PodGroups: what a leaked token could otherwise do is refused.
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+/// A client acting as rayshare's ServiceAccount (the admin impersonating it).
+async fn as_rayshare() -> Client {
+    let mut kc = Kubeconfig::read_from(&CONTROL_PLANE.admin_kubeconfig).unwrap();
+    for named in &mut kc.auth_infos {
+        if let Some(auth) = named.auth_info.as_mut() {
+            auth.impersonate = Some(format!(
+                "system:serviceaccount:{RAYSHARE_NAMESPACE}:rayshare"
+            ));
+            auth.impersonate_groups = Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{RAYSHARE_NAMESPACE}"),
+                "system:authenticated".into(),
+            ]);
+        }
+    }
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+fn lease(name: &str, labels: Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"holderIdentity": "someone"},
+    }))
+    .unwrap()
+}
+
+/// The refusal's HTTP code and message, or a panic naming what should have been refused.
+fn refused<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(e)) => (e.code, e.message),
+        other => panic!("{what} was not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rayshares_account_writes_only_its_own_objects() {
+    let admin = client(&CONTROL_PLANE.admin_kubeconfig).await;
+    let rayshare = as_rayshare().await;
+    let ns = "e2e-least-privilege";
+    create_namespace(&admin, ns, &[]).await;
+    let lease_res = resource("coordination.k8s.io", "v1", "Lease", "leases");
+    let admin_leases: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &lease_res);
+    let leases: Api<DynamicObject> = Api::namespaced_with(rayshare.clone(), ns, &lease_res);
+    // Someone else's leader election and a node's heartbeat.
+    admin_leases
+        .create(&PostParams::default(), &lease("kube-scheduler", json!({})))
+        .await
+        .unwrap();
+
+    // RBAC: no update of Leases outside its own leader Lease.
+    let mut theirs = admin_leases.get("kube-scheduler").await.unwrap();
+    theirs.data["spec"]["holderIdentity"] = json!("rayshare");
+    let (code, _) = refused(
+        "taking over another leader Lease",
+        leases
+            .replace("kube-scheduler", &PostParams::default(), &theirs)
+            .await,
+    );
+    assert_eq!(code, 403);
+
+    // The policy: no delete or create of a Lease that is not an index claim.
+    let (code, message) = refused(
+        "deleting another leader Lease",
+        leases
+            .delete("kube-scheduler", &DeleteParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("rayshare may write only its own leases"),
+        "{message}"
+    );
+    let node_leases: Api<DynamicObject> =
+        Api::namespaced_with(rayshare.clone(), "kube-node-lease", &lease_res);
+    refused(
+        "creating a node heartbeat",
+        node_leases
+            .create(&PostParams::default(), &lease("node-1", json!({})))
+            .await,
+    );
+    // Its own kind of Lease it may create and delete.
+    let claim = lease("claim", json!({"rayshare.io/index-claim": "true"}));
+    leases.create(&PostParams::default(), &claim).await.unwrap();
+    leases
+        .delete("claim", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // Someone's own RayCluster: never deleted; rayshare's: may be.
+    let cluster = |name: &str, labels: Value| {
+        json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+                "containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}}})
+    };
+    apply(&admin, &cluster("users", json!({}))).await;
+    apply(
+        &admin,
+        &cluster(
+            "shared",
+            json!({"app.kubernetes.io/managed-by": "rayshare"}),
+        ),
+    )
+    .await;
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(rayshare.clone(), ns, &ray_cluster_resource());
+    let (code, message) = refused(
+        "deleting a user's RayCluster",
+        clusters.delete("users", &DeleteParams::default()).await,
+    );
+    assert_eq!(code, 403);
+    assert!(message.contains("rayclusters"), "{message}");
+    clusters
+        .delete("shared", &DeleteParams::default())
+        .await
+        .unwrap();
+}
