@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
@@ -108,13 +108,15 @@ enum LookError {
     Dashboard(#[from] DashboardError),
     #[error("listing the cluster's head pods: {0}")]
     HeadPods(#[from] kube::Error),
+    #[error("reading the cluster's auth token: {0}")]
+    AuthSecret(String),
 }
 
 impl LookError {
     fn cause(&self) -> Cause {
         match self {
             Self::Dashboard(_) => Cause::Dashboard,
-            Self::HeadPods(_) => Cause::ReconcileList,
+            Self::HeadPods(_) | Self::AuthSecret(_) => Cause::ReconcileList,
         }
     }
 }
@@ -146,7 +148,12 @@ impl Look<'_> {
         let Some(base) = job_life::dashboard_url(template, &cluster, head.as_ref()) else {
             return Ok(());
         };
-        let submissions = self.dashboard.submissions(&base).await?;
+        let auth = match job_life::auth_secret(&cluster) {
+            Some(expected) => Some(self.auth_token(ns, &cluster, &expected).await?),
+            None => None,
+        };
+        let auth = auth.as_deref();
+        let submissions = self.dashboard.submissions(&base, auth).await?;
         // The stored jobs of this namespace by token, as the watch knows them.
         let mut known: HashMap<String, Vec<Value>> = HashMap::new();
         for job in self.world.stored_jobs() {
@@ -194,7 +201,7 @@ impl Look<'_> {
                 }
             };
             if let Verdict::Stop(reason) = job_life::verdict_of_all(sub, &owner, instance, ns) {
-                self.stop(&base, &cluster, sub, reason).await;
+                self.stop(&base, auth, &cluster, sub, reason).await;
                 stopping.insert(sub.id.clone(), Instant::now());
             }
         }
@@ -221,6 +228,24 @@ impl Look<'_> {
             .collect())
     }
 
+    /// A token-mode cluster's dashboard token, from the Secret KubeRay's own dashboard
+    /// client reads (a live read: rayshare keeps no Secret in memory between passes).
+    async fn auth_token(
+        &self,
+        ns: &str,
+        cluster: &Value,
+        expected: &job_life::AuthSecret,
+    ) -> Result<String, LookError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let secret = api
+            .get(&expected.name)
+            .await
+            .map_err(|e| LookError::AuthSecret(format!("secret {}: {e}", expected.name)))?;
+        let secret = serde_json::to_value(secret).unwrap_or_default();
+        job_life::auth_token(&secret, cluster, expected)
+            .map_err(|e| LookError::AuthSecret(e.to_string()))
+    }
+
     /// Every RayJob that carries the token, as the API server has them.
     async fn owner(&self, ns: &str, token: &str) -> Result<Vec<Value>, kube::Error> {
         let api: Api<DynamicObject> =
@@ -234,12 +259,19 @@ impl Look<'_> {
             .collect())
     }
 
-    async fn stop(&self, base: &str, cluster_object: &Value, sub: &Submission, why: StopReason) {
+    async fn stop(
+        &self,
+        base: &str,
+        token: Option<&str>,
+        cluster_object: &Value,
+        sub: &Submission,
+        why: StopReason,
+    ) {
         let reason = why.as_str();
         let meta = &cluster_object["metadata"];
         let ns = meta["namespace"].as_str().unwrap_or_default();
         let cluster = meta["name"].as_str().unwrap_or_default();
-        match self.dashboard.stop(base, &sub.id).await {
+        match self.dashboard.stop(base, &sub.id, token).await {
             Ok(stopped) => {
                 tracing::info!(namespace = %ns, cluster, submission = %sub.id, reason, stopped, "stopped the Ray job of a RayJob that is gone or over");
                 if stopped {

@@ -40,30 +40,46 @@ impl Dashboard {
         }
     }
 
-    /// The submissions on the dashboard at `base` (`http://host:port`).
-    pub async fn submissions(&self, base: &str) -> Result<Vec<Submission>, DashboardError> {
+    /// The submissions on the dashboard at `base` (`http://host:port`); `token` for a
+    /// dashboard in token mode.
+    pub async fn submissions(
+        &self,
+        base: &str,
+        token: Option<&str>,
+    ) -> Result<Vec<Submission>, DashboardError> {
         let url = format!("{base}/api/jobs/");
-        let body = self.call(hyper::Method::GET, &url).await?;
+        let body = self.call(hyper::Method::GET, &url, token).await?;
         let value: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
         job_life::parse_submissions(&value).map_err(|e| failed(&url, e))
     }
 
     /// Stops submission `id`; `Ok(false)` when it was over already.
-    pub async fn stop(&self, base: &str, id: &str) -> Result<bool, DashboardError> {
+    pub async fn stop(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
         let url = format!("{base}/api/jobs/{}/stop", path_segment(id));
-        let body = self.call(hyper::Method::POST, &url).await?;
+        let body = self.call(hyper::Method::POST, &url, token).await?;
         let value: serde_json::Value =
             serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
         Ok(value["stopped"] == true)
     }
 
-    async fn call(&self, method: hyper::Method, url: &str) -> Result<Bytes, DashboardError> {
-        let request = hyper::Request::builder()
-            .method(method)
-            .uri(url)
-            .body(Empty::new())
-            .map_err(|e| failed(url, e))?;
+    async fn call(
+        &self,
+        method: hyper::Method,
+        url: &str,
+        token: Option<&str>,
+    ) -> Result<Bytes, DashboardError> {
+        let mut request = hyper::Request::builder().method(method).uri(url);
+        if let Some(token) = token {
+            // Ray's token auth (and KubeRay's own dashboard client) use this header.
+            request = request.header("x-ray-authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(Empty::new()).map_err(|e| failed(url, e))?;
         let exchange = async {
             let response = self
                 .client
@@ -76,6 +92,14 @@ impl Dashboard {
                 .await
                 .map_err(|e| failed(url, e))?
                 .to_bytes();
+            if status == hyper::StatusCode::UNAUTHORIZED || status == hyper::StatusCode::FORBIDDEN {
+                let hint = if token.is_some() {
+                    "the cluster's auth token was refused"
+                } else {
+                    "the dashboard wants a token, but the cluster's spec has no authOptions mode token"
+                };
+                return Err(failed(url, format!("HTTP {status}: {hint}")));
+            }
             if !status.is_success() {
                 let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
                 return Err(failed(url, format!("HTTP {status}: {text}")));
@@ -122,6 +146,6 @@ mod tests {
         // Port 9 on loopback: nothing listens (refused at once) or it is filtered (the
         // timeout ends it); either way an error within the bound.
         let d = Dashboard::new(Duration::from_millis(500));
-        assert!(d.submissions("http://127.0.0.1:9").await.is_err());
+        assert!(d.submissions("http://127.0.0.1:9", None).await.is_err());
     }
 }

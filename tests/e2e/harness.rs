@@ -229,10 +229,10 @@ impl ControlPlane {
             .await;
         }
         create_namespace(&client, RAYSHARE_NAMESPACE, &[]).await;
-        // The chart's RBAC and its own-objects policy, exactly: a permission the chart
-        // lacks, or a write the policy refuses, fails a test.
+        // The chart's RBAC (with token-mode clusters' Secrets) and its own-objects policy,
+        // exactly: a permission the chart lacks, or a write the policy refuses, fails a test.
         for template in ["templates/rbac.yaml", "templates/admission-policy.yaml"] {
-            for object in helm_template(template, &[]) {
+            for object in helm_template(template, &["rbac.rayAuthSecrets=true"]) {
                 apply(&client, &object).await;
             }
         }

@@ -22,13 +22,33 @@ pub struct RayHead {
     pub bin: PathBuf,
     /// The head's working directory: where drivers start unless told otherwise.
     pub cwd: PathBuf,
+    /// Its auth token, when it runs in token mode (`RAY_AUTH_MODE=token`).
+    pub token: Option<String>,
     _dir: tempfile::TempDir,
 }
 
-pub static RAY_HEAD: LazyLock<RayHead> = LazyLock::new(RayHead::start);
+pub static RAY_HEAD: LazyLock<RayHead> = LazyLock::new(|| RayHead::start(None, (10002, 14999)));
+
+/// A second head, in token mode (as KubeRay 1.6 runs one with `authOptions.mode: token`).
+pub static RAY_TOKEN_HEAD: LazyLock<RayHead> =
+    LazyLock::new(|| RayHead::start(Some("e2eTokenModeHead0123456789abcdefXYZ"), (15000, 19999)));
+
+/// The environment that puts Ray (head or CLI) in token mode with `token`.
+fn token_env(token: Option<&str>) -> Vec<(&'static str, String)> {
+    token
+        .map(|t| {
+            vec![
+                ("RAY_AUTH_MODE", "token".to_string()),
+                ("RAY_AUTH_TOKEN", t.to_string()),
+            ]
+        })
+        .unwrap_or_default()
+}
 
 impl RayHead {
-    fn start() -> Self {
+    /// A head with its own ports: two heads on one machine must not share the client
+    /// server's, the agent's or their workers' ports.
+    fn start(token: Option<&str>, (min_worker, max_worker): (u16, u16)) -> Self {
         let bin = run_script(&repo().join("tests/tools/install-ray.sh"));
         // Short: Ray's unix socket paths live under it (108-byte limit).
         let dir = tempfile::Builder::new()
@@ -43,6 +63,11 @@ impl RayHead {
             .args(["--dashboard-host=127.0.0.1", "--include-dashboard=true"])
             .arg(format!("--dashboard-port={dashboard}"))
             .args(["--num-cpus=2", "--object-store-memory=100000000"])
+            .arg(format!("--ray-client-server-port={}", free_port()))
+            .arg(format!("--dashboard-agent-listen-port={}", free_port()))
+            .arg(format!("--min-worker-port={min_worker}"))
+            .arg(format!("--max-worker-port={max_worker}"))
+            .envs(token_env(token))
             .arg(format!("--temp-dir={}", dir.path().join("t").display()))
             .current_dir(dir.path())
             .env("RAY_USAGE_STATS_ENABLED", "0")
@@ -55,10 +80,11 @@ impl RayHead {
             dashboard: format!("http://127.0.0.1:{dashboard}"),
             bin,
             cwd: dir.path().to_path_buf(),
+            token: token.map(str::to_string),
             _dir: dir,
         };
         let started = Instant::now();
-        while get_blocking(dashboard, "/api/jobs/").is_none() {
+        while get_blocking(dashboard, "/api/jobs/", head.token.as_deref()).is_none() {
             if started.elapsed() > Duration::from_secs(120) {
                 panic!("the Ray head never served its dashboard:\n{}", tail(&log));
             }
@@ -85,6 +111,7 @@ impl RayHead {
             let out = tokio::process::Command::new("bash")
                 .args(["-c", &line])
                 .env("RUNTIME_ENV", runtime_env_json.unwrap_or_default())
+                .envs(token_env(self.token.as_deref()))
                 .output()
                 .await
                 .unwrap();
@@ -101,13 +128,26 @@ impl RayHead {
         }
     }
 
+    /// A request to the dashboard, with the head's token when it has one.
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = reqwest::Client::new().request(method, format!("{}{path}", self.dashboard));
+        match &self.token {
+            Some(t) => request.header("x-ray-authorization", format!("Bearer {t}")),
+            None => request,
+        }
+    }
+
+    async fn get_json(&self, path: &str) -> Value {
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
+        response.json().await.unwrap()
+    }
+
     pub async fn job(&self, id: &str) -> Value {
-        reqwest::get(format!("{}/api/jobs/{id}", self.dashboard))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.get_json(&format!("/api/jobs/{id}")).await
     }
 
     pub async fn status(&self, id: &str) -> String {
@@ -118,12 +158,7 @@ impl RayHead {
     }
 
     pub async fn logs(&self, id: &str) -> String {
-        let v: Value = reqwest::get(format!("{}/api/jobs/{id}/logs", self.dashboard))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = self.get_json(&format!("/api/jobs/{id}/logs")).await;
         v["logs"].as_str().unwrap_or("").to_string()
     }
 
@@ -147,16 +182,22 @@ impl RayHead {
     }
 
     pub async fn stop(&self, id: &str) {
-        let url = format!("{}/api/jobs/{id}/stop", self.dashboard);
-        reqwest::Client::new().post(url).send().await.unwrap();
+        let path = format!("/api/jobs/{id}/stop");
+        self.request(reqwest::Method::POST, &path)
+            .send()
+            .await
+            .unwrap();
     }
 }
 
 /// A plain HTTP GET on loopback, for waiting in a blocking context; `Some` on 200.
-fn get_blocking(port: u16, path: &str) -> Option<String> {
+fn get_blocking(port: u16, path: &str, token: Option<&str>) -> Option<String> {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let auth = token
+        .map(|t| format!("x-ray-authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n").ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     let status = out.lines().next()?.split_whitespace().nth(1)?;

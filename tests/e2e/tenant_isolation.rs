@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::ray_head::{RAY_HEAD, head_pod};
+use crate::ray_head::{RAY_HEAD, RAY_TOKEN_HEAD, head_pod};
 use crate::ray_jobs::{PRINT_RUN, config_via_head_pod, create_and_submit, job, shared_cluster};
 
 /// A listener on 127.0.0.1 that counts the connections made to it and answers nothing.
@@ -98,4 +98,53 @@ async fn the_stopper_calls_only_the_head_kuberay_made_and_only_its_namespaces_jo
         "the stopper called an address a tenant chose"
     );
     RAY_HEAD.stop("other-namespace").await;
+}
+
+/// A cluster in token mode (KubeRay 1.6 `authOptions.mode: token`, Ray's
+/// `RAY_AUTH_MODE=token`): the stopper reads the token from the Secret KubeRay made for the
+/// cluster, as KubeRay's own dashboard client does, and stops the deleted RayJob's job.
+#[tokio::test]
+async fn a_token_mode_heads_job_is_stopped_when_its_rayjob_is_deleted() {
+    let head = &*RAY_TOKEN_HEAD;
+    let env = TestEnv::new("token-auth", &config_via_head_pod(""), 1).await;
+    let mut tenant_job = job("rayjob-run-a.yaml", "tk", PRINT_RUN);
+    tenant_job["spec"]["rayClusterSpec"]["authOptions"] = json!({"mode": "token"});
+    let stored = create_in(&env.admin, &env.ns, tenant_job, false).await;
+    let renv: Value =
+        serde_norway::from_str(stored["spec"]["runtimeEnvYAML"].as_str().unwrap()).unwrap();
+    head.submit("tk-sub", Some(&renv.to_string()), PRINT_RUN)
+        .await;
+    head.wait_status("tk-sub", "RUNNING").await;
+    let cluster_name = stored["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .unwrap();
+    let cluster = shared_cluster(&env, cluster_name).await;
+    assert_eq!(cluster["spec"]["authOptions"]["mode"], "token");
+    let cluster_uid = cluster["metadata"]["uid"].as_str().unwrap();
+
+    // As KubeRay makes them: the token's Secret (named like the cluster, controlled by
+    // it) and the head pod.
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": cluster_name, "labels": {"ray.io/cluster": cluster_name},
+            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                "name": cluster_name, "uid": cluster_uid, "controller": true}]},
+        "stringData": {"auth_token": head.token.clone().unwrap()},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(env.admin.clone(), &env.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    head_pod(
+        &env,
+        &cluster,
+        &format!("{cluster_name}-head-t0k3n"),
+        cluster_uid,
+        head.port(),
+    )
+    .await;
+
+    let jobs = env.api(&ray_job_resource(), &env.ns);
+    jobs.delete("tk", &DeleteParams::default()).await.unwrap();
+    head.wait_status("tk-sub", "STOPPED").await;
 }

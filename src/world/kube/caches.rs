@@ -205,7 +205,7 @@ fn slim_job(job: &mut DynamicObject) {
 }
 
 /// Keeps what admission, the indices and the job stopper read of a RayCluster: identity,
-/// labels, annotations, worker groups' names and hosts, the head's service name and ports.
+/// labels, annotations, worker groups' names and hosts, its `authOptions`.
 fn slim_cluster(o: &mut DynamicObject) {
     o.managed_fields_mut().clear();
     o.annotations_mut()
@@ -213,18 +213,10 @@ fn slim_cluster(o: &mut DynamicObject) {
     let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    spec.retain(|k, _| k == "workerGroupSpecs" || k == "headGroupSpec");
+    spec.retain(|k, _| k == "workerGroupSpecs" || k == "authOptions");
     for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
         if let Some(g) = g.as_object_mut() {
             g.retain(|k, _| k == "groupName" || k == "numOfHosts");
         }
-    }
-    if let Some(head) = spec.get_mut("headGroupSpec") {
-        let service = head.pointer("/headService/metadata/name").cloned();
-        let ports = head.pointer("/template/spec/containers/0/ports").cloned();
-        *head = serde_json::json!({
-            "headService": { "metadata": { "name": service } },
-            "template": { "spec": { "containers": [{ "ports": ports }] } },
-        });
     }
 }

@@ -64,8 +64,8 @@ pub fn head(cluster: &Value, pods: &[Value]) -> Result<Head, NoHead> {
         .ok_or(NoHead::NotRunning)
 }
 
-fn controlled_by(pod: &Value, uid: &str) -> bool {
-    pod["metadata"]["ownerReferences"]
+fn controlled_by(object: &Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"]
         .as_array()
         .into_iter()
         .flatten()
@@ -111,4 +111,87 @@ pub fn dashboard_url(template: &str, cluster: &Value, head: Option<&Head>) -> Op
             .replace("{port}", &head.port.to_string());
     }
     Some(url.trim_end_matches('/').to_string())
+}
+
+/// Where a token-mode cluster's dashboard token is (KubeRay 1.6 `authOptions`; Ray >= 2.52
+/// `RAY_AUTH_MODE=token`): the key `auth_token` of a Secret in the cluster's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthSecret {
+    pub name: String,
+    /// KubeRay's own Secret for the cluster (no `secretName` in the spec): it must be
+    /// controlled by the cluster's uid, as KubeRay makes it.
+    pub made_for_cluster: bool,
+}
+
+pub const AUTH_TOKEN_KEY: &str = "auth_token";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("secret {0} is not the one KubeRay made for this cluster")]
+    NotTheClusters(String),
+    #[error("secret {0} has no usable auth_token")]
+    NoToken(String),
+}
+
+/// The Secret a token-mode cluster's dashboard token is in, as KubeRay's own dashboard
+/// client reads it (`GetRayDashboardClientFunc`): `authOptions.secretName`, else the
+/// cluster's name as KubeRay's `CheckName` shortens it. `None`: no token needed.
+pub fn auth_secret(cluster: &Value) -> Option<AuthSecret> {
+    let auth = &cluster["spec"]["authOptions"];
+    if auth["mode"] != "token" {
+        return None;
+    }
+    if let Some(name) = auth["secretName"].as_str().filter(|s| !s.is_empty()) {
+        return Some(AuthSecret {
+            name: name.to_string(),
+            made_for_cluster: false,
+        });
+    }
+    let name = cluster["metadata"]["name"].as_str()?;
+    Some(AuthSecret {
+        name: kuberay_check_name(name),
+        made_for_cluster: true,
+    })
+}
+
+/// KubeRay's `CheckName`: at most 50 bytes (the front cut off), never starting with a
+/// digit or punctuation.
+fn kuberay_check_name(name: &str) -> String {
+    let mut s = name
+        .get(name.len().saturating_sub(50)..)
+        .unwrap_or(name)
+        .to_string();
+    if s.starts_with(|c: char| c.is_ascii_digit() || c.is_ascii_punctuation()) {
+        s.replace_range(..1, "r");
+    }
+    s
+}
+
+/// The token to send (`x-ray-authorization: Bearer <token>`) from `secret` (as the API
+/// server has it, data base64-encoded), when `secret` is the one `expected` names for
+/// `cluster`.
+pub fn auth_token(
+    secret: &Value,
+    cluster: &Value,
+    expected: &AuthSecret,
+) -> Result<String, AuthError> {
+    let name = || expected.name.clone();
+    if expected.made_for_cluster {
+        let uid = cluster["metadata"]["uid"].as_str().unwrap_or_default();
+        if uid.is_empty() || !controlled_by(secret, uid) {
+            return Err(AuthError::NotTheClusters(name()));
+        }
+    }
+    let encoded = secret["data"][AUTH_TOKEN_KEY]
+        .as_str()
+        .ok_or_else(|| AuthError::NoToken(name()))?;
+    let bytes = data_encoding::BASE64
+        .decode(encoded.as_bytes())
+        .map_err(|_| AuthError::NoToken(name()))?;
+    let token = String::from_utf8(bytes).map_err(|_| AuthError::NoToken(name()))?;
+    // A header value: visible ASCII only.
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AuthError::NoToken(name()));
+    }
+    Ok(token)
 }

@@ -288,3 +288,70 @@ fn a_fixed_address_needs_no_head() {
         None
     );
 }
+
+fn token_cluster(auth: Value) -> Value {
+    json!({"metadata": {"name": "c1", "namespace": "team", "uid": "u-1"}, "spec": {"authOptions": auth}})
+}
+
+fn secret(owner: Option<&str>, token: &str) -> Value {
+    let mut s = json!({"metadata": {"name": "c1"},
+        "data": {AUTH_TOKEN_KEY: data_encoding::BASE64.encode(token.as_bytes())}});
+    if let Some(uid) = owner {
+        s["metadata"]["ownerReferences"] =
+            json!([{"kind": "RayCluster", "uid": uid, "controller": true}]);
+    }
+    s
+}
+
+#[rstest]
+#[case::no_auth(json!(null), None)]
+#[case::disabled(json!({"mode": "disabled"}), None)]
+#[case::kuberays_secret(json!({"mode": "token"}), Some(("c1", true)))]
+#[case::named_secret(json!({"mode": "token", "secretName": "mine"}), Some(("mine", false)))]
+fn token_mode_clusters_name_their_secret(
+    #[case] auth: Value,
+    #[case] expected: Option<(&str, bool)>,
+) {
+    let got = auth_secret(&token_cluster(auth));
+    let got = got.as_ref().map(|s| (s.name.as_str(), s.made_for_cluster));
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn kuberays_long_names_are_cut_as_kuberay_cuts_them() {
+    let long = format!("7{}", "a".repeat(60));
+    let cluster = json!({"metadata": {"name": long}, "spec": {"authOptions": {"mode": "token"}}});
+    let name = auth_secret(&cluster).unwrap().name;
+    assert_eq!(name, "a".repeat(50));
+}
+
+#[test]
+fn the_token_comes_only_from_the_secret_kuberay_made_for_the_cluster() {
+    let cluster = token_cluster(json!({"mode": "token"}));
+    let expected = auth_secret(&cluster).unwrap();
+    assert_eq!(
+        auth_token(&secret(Some("u-1"), "s3cret"), &cluster, &expected),
+        Ok("s3cret".to_string())
+    );
+    // A Secret of that name that someone else made is not the cluster's.
+    for other in [secret(Some("u-2"), "s3cret"), secret(None, "s3cret")] {
+        assert_eq!(
+            auth_token(&other, &cluster, &expected),
+            Err(AuthError::NotTheClusters("c1".into()))
+        );
+    }
+    // No token, or one that cannot travel in a header.
+    for bad in ["", "line\nbreak"] {
+        assert_eq!(
+            auth_token(&secret(Some("u-1"), bad), &cluster, &expected),
+            Err(AuthError::NoToken("c1".into()))
+        );
+    }
+    // A Secret the spec names is the user's: used as KubeRay uses it.
+    let named = token_cluster(json!({"mode": "token", "secretName": "mine"}));
+    let expected = auth_secret(&named).unwrap();
+    assert_eq!(
+        auth_token(&secret(None, "t0k"), &named, &expected),
+        Ok("t0k".to_string())
+    );
+}
