@@ -6,7 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::domain::labels::Meta;
-use crate::domain::{labels, reclaim};
+use crate::domain::{labels, time};
 
 /// What rayshare needs to know about a RayCluster.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -52,12 +52,12 @@ impl ClusterInfo {
                 == Some(labels::MANAGER),
             digest: labels::get(cluster, Meta::Annotations, labels::CONFIG_DIGEST).map(Into::into),
             worker_hosts,
-            created: reclaim::parse_time(&cluster["metadata"]["creationTimestamp"]),
-            last_admitted: labels::get(cluster, Meta::Annotations, reclaim::LAST_ADMITTED)
+            created: time::parse_time(&cluster["metadata"]["creationTimestamp"]),
+            last_admitted: labels::get(cluster, Meta::Annotations, labels::LAST_ADMITTED)
                 .and_then(|t| t.parse().ok()),
             idle_ttl: labels::get(cluster, Meta::Annotations, labels::IDLE_TTL).map(Into::into),
             deleting: cluster["metadata"]["deletionTimestamp"].is_string(),
-            marked: labels::get(cluster, Meta::Annotations, reclaim::MARKED)
+            marked: labels::get(cluster, Meta::Annotations, labels::RECLAIM_MARKED)
                 .and_then(|t| t.parse().ok()),
         }
     }

@@ -18,6 +18,21 @@ pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
 pub const ADMITTED_AT: &str = "rayshare.io/admitted-at";
 /// On a shared cluster: the longest idle TTL its jobs asked for.
 pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
+/// Annotation on a shared cluster: the creation time of its newest job (RFC 3339), the
+/// reclaimer's idle clock.
+pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
+/// Annotation set by the reclaimer on an idle cluster it will delete after the quiet period.
+pub const RECLAIM_MARKED: &str = "rayshare.io/reclaim-marked-at";
+
+// The pool's labels on each shared cluster, for `kubectl get -L` (src/domain/pool.rs):
+// label-safe copies of what the annotations above and the reclaimer know.
+/// The config digest, shortened to a label value (the same key as [`CONFIG_DIGEST`], the
+/// annotation with the whole digest).
+pub const POOL_DIGEST: &str = CONFIG_DIGEST;
+pub const POOL_ACTIVE_JOBS: &str = "rayshare.io/active-jobs";
+/// [`LAST_ADMITTED`] as a label value (`:` replaced).
+pub const POOL_LAST_ADMISSION: &str = "rayshare.io/last-admission";
+pub const POOL_RECLAIMABLE_AT: &str = "rayshare.io/reclaimable-at";
 
 // KubeRay.
 pub const RAY_CLUSTER: &str = "ray.io/cluster";

@@ -13,3 +13,4 @@ pub(crate) mod reclaim;
 pub mod shared_cluster;
 pub mod status;
 pub(crate) mod stored_pod_group;
+pub mod time;

@@ -8,10 +8,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::domain::reclaim::Decision;
 
-pub const DIGEST: &str = "rayshare.io/config-digest";
-pub const ACTIVE_JOBS: &str = "rayshare.io/active-jobs";
-pub const LAST_ADMISSION: &str = "rayshare.io/last-admission";
-pub const RECLAIMABLE_AT: &str = "rayshare.io/reclaimable-at";
+pub use crate::domain::labels::{
+    POOL_ACTIVE_JOBS as ACTIVE_JOBS, POOL_DIGEST as DIGEST, POOL_LAST_ADMISSION as LAST_ADMISSION,
+    POOL_RECLAIMABLE_AT as RECLAIMABLE_AT,
+};
 
 /// The `kubectl get -L` flag that shows them.
 pub const COLUMNS: &str = "rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at";

@@ -16,9 +16,8 @@ use crate::domain::labels::Meta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
-/// Set by the reclaimer on an idle cluster it will delete after the quiet period.
-pub const MARKED: &str = "rayshare.io/reclaim-marked-at";
+use crate::domain::labels::{LAST_ADMITTED, RECLAIM_MARKED as MARKED};
+pub use crate::domain::time::parse_time;
 
 /// KubeRay job deployment states after which a job no longer needs its cluster.
 const TERMINAL: [&str; 3] = ["Complete", "Failed", "ValidationFailed"];
@@ -26,10 +25,6 @@ const TERMINAL: [&str; 3] = ["Complete", "Failed", "ValidationFailed"];
 pub fn is_terminal(job: &Value) -> bool {
     let state = job["status"]["jobDeploymentStatus"].as_str().unwrap_or("");
     TERMINAL.contains(&state) || job["metadata"]["deletionTimestamp"].is_string()
-}
-
-pub fn parse_time(v: &Value) -> Option<Timestamp> {
-    v.as_str()?.parse().ok()
 }
 
 /// The effective TTL of a cluster: its annotation (the longest a job asked for) or the default.

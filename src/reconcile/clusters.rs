@@ -89,7 +89,7 @@ async fn try_pass(
             .remove(&(ns.clone(), name.clone()))
             .unwrap_or_default();
         let stamp = annotations
-            .get(reclaim::LAST_ADMITTED)
+            .get(labels::LAST_ADMITTED)
             .and_then(|t| t.parse().ok());
         let created = meta.creation_timestamp.as_ref().map(|t| t.0);
         let since = [created, stamp, u.last_end]
@@ -114,7 +114,7 @@ async fn try_pass(
             continue;
         }
         let marked = annotations
-            .get(reclaim::MARKED)
+            .get(labels::RECLAIM_MARKED)
             .and_then(|t| t.parse().ok());
         let quiet = Duration::from_secs(cfg.quiet_seconds);
         let step = reclaim::step(&decision, marked, quiet, now);
@@ -164,7 +164,7 @@ async fn try_pass(
                 let mark = (step == Step::Mark).then(|| now.to_string());
                 let patch = serde_json::json!({ "metadata": {
                     "resourceVersion": meta.resource_version,
-                    "annotations": { reclaim::MARKED: mark },
+                    "annotations": { labels::RECLAIM_MARKED: mark },
                     "labels": label_patch.unwrap_or_default(),
                 }});
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -1,11 +1,11 @@
 //! The canonical form's JSON bytes, written straight from the spec: exactly
-//! `serde_json::to_vec(&identity::canonical(value))`, without building the canonical tree
+//! `serde_json::to_vec(&canonical::canonical(value))`, without building the canonical tree
 //! (building, then serialising, then dropping it was most of a RayJob admission's cost).
 //! A property test holds the two equal; the golden tests pin the digests.
 
 use serde_json::Value;
 
-use super::identity::{self, USER_MAPS};
+use super::canonical::{self, USER_MAPS};
 
 /// Appends the canonical form of `value` (found under `parent_key`) to `out`; `true` when
 /// it is an empty map or list (which a parent map drops as a default).
@@ -33,7 +33,7 @@ pub(super) fn write(value: &Value, parent_key: &str, out: &mut Vec<u8>) -> bool 
                     Value::Object(_) | Value::Array(_) => write(child, key, out),
                     _ => {
                         scalar(child, out);
-                        identity::is_default(key, child, worker_group)
+                        canonical::is_default(key, child, worker_group)
                     }
                 };
                 if default && !user_map {
@@ -46,7 +46,7 @@ pub(super) fn write(value: &Value, parent_key: &str, out: &mut Vec<u8>) -> bool 
             kept == 0
         }
         Value::Array(items) if parent_key == "env" => {
-            let ordered = identity::canonical_env(items.iter().collect());
+            let ordered = canonical::canonical_env(items.iter().collect());
             write_items(ordered.into_iter(), parent_key, out);
             items.is_empty()
         }
@@ -155,7 +155,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(2000))]
         #[test]
         fn streamed_bytes_are_the_trees_bytes(v in arb_spec()) {
-            let tree = serde_json::to_vec(&identity::canonical(&v)).unwrap();
+            let tree = serde_json::to_vec(&canonical::canonical(&v)).unwrap();
             prop_assert_eq!(String::from_utf8(streamed(&v)).unwrap(), String::from_utf8(tree).unwrap());
         }
     }
@@ -171,7 +171,7 @@ mod tests {
                 let spec = &doc["spec"]["rayClusterSpec"];
                 assert_eq!(
                     streamed(spec),
-                    serde_json::to_vec(&identity::canonical(spec)).unwrap()
+                    serde_json::to_vec(&canonical::canonical(spec)).unwrap()
                 );
             }
         }

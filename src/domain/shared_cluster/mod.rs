@@ -1,6 +1,7 @@
 //! Shared RayClusters: rewrite a RayJob's embedded cluster into a `clusterSelector`
 //! reference to a hash-named RayCluster (pure; the shell creates the cluster).
 
+mod canonical;
 mod canonical_bytes;
 pub mod identity;
 pub mod job_life;
