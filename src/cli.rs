@@ -99,7 +99,8 @@ pub struct ServeArgs {
     /// failurePolicy.
     #[arg(long, env = "RAYSHARE_MAX_BUFFERED_BYTES", default_value_t = 48 * 1024 * 1024)]
     pub max_buffered_bytes: usize,
-    /// Admissions worked on at once; past it a request is answered "allowed, unchanged"
+    /// Admissions worked on at once; past it a request waits for a slot, and only one
+    /// that would wait past half of `admissionTimeoutMs` is answered "allowed, unchanged"
     /// with a warning (counted as cause `overloaded`).
     #[arg(long, env = "RAYSHARE_MAX_IN_FLIGHT", default_value_t = 64)]
     pub max_in_flight: usize,

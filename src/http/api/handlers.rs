@@ -153,10 +153,17 @@ pub async fn mutate<W: World>(
     }));
     let admission = match settled {
         Ok(Some(admission)) => admission,
-        // Only work takes a slot: a request settled by triage costs next to nothing.
-        Ok(None) => match state.limits.admissions.try_acquire() {
-            Err(_) => passed_unchanged(&request, metrics, Cause::Overloaded),
-            Ok(_slot) => {
+        // Only work takes a slot: a request settled by triage costs next to nothing. A
+        // burst waits for one (its body is already counted against the buffer bound);
+        // only a request that would wait past half its admission budget passes unchanged.
+        Ok(None) => match tokio::time::timeout(
+            Duration::from_millis(config.admission_timeout_ms / 2),
+            state.limits.admissions.acquire(),
+        )
+        .await
+        {
+            Err(_) | Ok(Err(_)) => passed_unchanged(&request, metrics, Cause::Overloaded),
+            Ok(Ok(_slot)) => {
                 let work = admission::work(&request, config, world, Some(metrics));
                 match AssertUnwindSafe(work).catch_unwind().await {
                     Ok(admission) => admission,
