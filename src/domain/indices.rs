@@ -1,7 +1,7 @@
 //! Replica and host indices for multi-host Ray worker pods (pure parts).
 //!
 //! Which slot is free is decided here; which slot a pod *gets* is decided by the API
-//! server (see `kube_world::claim_slot`): a cache cannot make indices unique.
+//! server (see `world/kube/claims.rs`): a cache cannot make indices unique.
 
 use std::collections::{BTreeMap, BTreeSet};
 

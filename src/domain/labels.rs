@@ -16,6 +16,16 @@ pub const FOR_POD: &str = "rayshare.io/pod";
 pub const ADMISSION_UID: &str = "rayshare.io/admission-uid";
 /// On a PodGroup reused for a pod of the same name: when that pod was admitted.
 pub const ADMITTED_AT: &str = "rayshare.io/admitted-at";
+/// Annotation on each rewritten RayJob: its stripped cluster spec, as JSON (what the
+/// provisioner makes the shared cluster from).
+pub const CLUSTER_SPEC: &str = "rayshare.io/cluster-spec";
+/// On a pod whose group rayshare is to make, naming the installation (config `instance`)
+/// whose provisioner makes it.
+pub const POD_GROUPED: &str = "rayshare.io/pod-group";
+/// On a PodGroup: the uid of the pod it was made for (set when a stored pod takes it up).
+pub const POD_UID: &str = "rayshare.io/pod-uid";
+/// On index-claim Leases.
+pub const INDEX_CLAIM: &str = "rayshare.io/index-claim";
 /// On a shared cluster: the longest idle TTL its jobs asked for.
 pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 /// Annotation on a shared cluster: the creation time of its newest job (RFC 3339), the
@@ -33,6 +43,11 @@ pub const POOL_ACTIVE_JOBS: &str = "rayshare.io/active-jobs";
 /// [`LAST_ADMITTED`] as a label value (`:` replaced).
 pub const POOL_LAST_ADMISSION: &str = "rayshare.io/last-admission";
 pub const POOL_RECLAIMABLE_AT: &str = "rayshare.io/reclaimable-at";
+
+/// The cluster a RayJob selects (`spec.clusterSelector["ray.io/cluster"]`), if it selects one.
+pub fn selected_cluster(job: &Value) -> Option<&str> {
+    job["spec"]["clusterSelector"][RAY_CLUSTER].as_str()
+}
 
 // KubeRay.
 pub const RAY_CLUSTER: &str = "ray.io/cluster";

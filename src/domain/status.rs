@@ -180,7 +180,7 @@ pub fn summarize(listed: &Listed, default_ttl: u64, now: Timestamp) -> Status {
     let mut status = Status::default();
     let mut by_cluster: BTreeMap<(String, String), Vec<&Value>> = BTreeMap::new();
     for job in &listed.jobs {
-        if let Some(c) = job["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str() {
+        if let Some(c) = labels::selected_cluster(job) {
             by_cluster
                 .entry((namespace_of(job), c.to_string()))
                 .or_default()

@@ -12,11 +12,7 @@ use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::pod_group::{self, Plan};
 
-/// On a pod whose group rayshare is to make, naming the installation (config `instance`)
-/// whose provisioner makes it.
-pub const GROUPED: &str = "rayshare.io/pod-group";
-/// On a group: the uid of the pod it was made for.
-pub const POD_UID: &str = "rayshare.io/pod-uid";
+pub use crate::domain::labels::{POD_GROUPED as GROUPED, POD_UID};
 
 /// The group a stored pod needs, or `None` when it needs none from rayshare.
 pub fn group_for(

@@ -56,7 +56,7 @@ async fn try_pass(
     let job_params = ListParams::default().labels(labels::JOB_CLUSTER);
     let count = |job: DynamicObject| {
         let job = serde_json::to_value(job).unwrap_or_default();
-        let Some(cluster) = job["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str() else {
+        let Some(cluster) = labels::selected_cluster(&job) else {
             return;
         };
         let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();

@@ -1,5 +1,8 @@
-//! Background reconcilers, run by one replica at a time (see `leader`): they delete what
-//! rayshare created for objects that never appeared or are gone.
+//! Background work. The provisioners (`provision`, `group_provision`) run on every
+//! replica and create what stored objects need (idempotent: the API server's name
+//! uniqueness settles races). The rest run on the leader only (see `leader`): they delete
+//! what rayshare created for objects that never appeared or are gone, reclaim idle
+//! clusters and stop the Ray jobs of deleted RayJobs.
 
 pub(crate) mod clusters;
 pub(crate) mod group_provision;

@@ -65,7 +65,7 @@ fn selected_clusters(world: &KubeWorld) -> BTreeSet<Key> {
         .stored_jobs()
         .iter()
         .filter_map(|job| {
-            let cluster = job.data["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+            let cluster = labels::selected_cluster(&job.data)?;
             Some((job.namespace()?, cluster.to_string()))
         })
         .collect()
@@ -77,7 +77,7 @@ fn active_jobs(world: &KubeWorld, (ns, name): &Key) -> Vec<Value> {
         .stored_jobs()
         .iter()
         .filter(|j| j.namespace().as_deref() == Some(ns))
-        .filter(|j| j.data["spec"]["clusterSelector"][labels::RAY_CLUSTER] == name.as_str())
+        .filter(|j| labels::selected_cluster(&j.data) == Some(name.as_str()))
         .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
         .filter(|j| !reclaim::is_terminal(j))
         .collect();

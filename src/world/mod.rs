@@ -1,6 +1,6 @@
 //! What the mutations need from outside: cached knowledge and writes to the API server.
 //!
-//! The server implements it with kube (`kube_world.rs`); `rayshare mutate` and the
+//! The server implements it with kube (`world/kube/`); `rayshare mutate` and the
 //! in-process tests with [`MemoryWorld`]. Both run the very same `admission::admit`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -14,8 +14,7 @@ use crate::config::SharedClusters;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
-/// The stripped cluster spec, as JSON, on each rewritten RayJob.
-pub const SPEC: &str = "rayshare.io/cluster-spec";
+pub use labels::CLUSTER_SPEC as SPEC;
 
 /// Most clusters one config may spread over (`maxJobsPerCluster`).
 pub const MAX_POOL: u32 = 100;
@@ -94,9 +93,7 @@ pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refus
     if !spec.is_object() {
         return Err(Refusal::BadSpec("not an object".into()));
     }
-    let selector = job["spec"]["clusterSelector"][labels::RAY_CLUSTER]
-        .as_str()
-        .ok_or(Refusal::NoSelector)?;
+    let selector = labels::selected_cluster(job).ok_or(Refusal::NoSelector)?;
     let copied = copied_labels(job, cfg);
     let digest = identity::digest(&spec, &copied);
     let base = identity::cluster_name(&digest);

@@ -99,7 +99,7 @@ impl JobIndex {
         if crate::domain::reclaim::is_terminal(&value) {
             return None;
         }
-        let cluster = value["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+        let cluster = labels::selected_cluster(&value)?;
         Some(((job.namespace()?, job.name_any()), cluster.to_string()))
     }
 
@@ -111,7 +111,7 @@ impl JobIndex {
 
     /// The (namespace, cluster) a rewritten job selects.
     pub(super) fn selected(job: &DynamicObject) -> Option<(String, String)> {
-        let cluster = job.data["spec"]["clusterSelector"][labels::RAY_CLUSTER].as_str()?;
+        let cluster = labels::selected_cluster(&job.data)?;
         Some((job.namespace()?, cluster.to_string()))
     }
 

@@ -27,5 +27,4 @@ pub fn ray_job_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"), "rayjobs")
 }
 
-/// Label on index claim Leases.
-pub const INDEX_CLAIM: &str = "rayshare.io/index-claim";
+pub use crate::domain::labels::INDEX_CLAIM;
