@@ -65,7 +65,7 @@ async fn list(
             .filter_map(|o| serde_json::to_value(o).ok())
             .collect()),
         // The CRD is not installed (no KubeRay, no Volcano): nothing of that kind.
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) if crate::world::kube::calls::is_not_found(&e) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 
-use super::{for_each_page, list_metadata};
+use super::{for_each_page, is_conflict, is_not_found, list_metadata};
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
@@ -200,7 +200,7 @@ async fn try_pass(
             Ok(()) => {
                 tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim mark changed");
             }
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {
+            Err(e) if is_conflict(&e) || is_not_found(&e) => {
                 tracing::info!(namespace = %ns, cluster = %name, ?step, "not done: the cluster changed (a job was stored) or is gone");
             }
             Err(e) => {

@@ -9,6 +9,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, PostParams};
 
+use super::is_conflict;
+
 pub struct Elector {
     api: Api<Lease>,
     name: String,
@@ -56,7 +58,7 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(e) if is_conflict(&e) => Ok(false),
                 Err(e) => Err(e),
             };
         };
@@ -84,7 +86,7 @@ impl Elector {
             .await
         {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(e) if is_conflict(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }

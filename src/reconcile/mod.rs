@@ -23,7 +23,7 @@ use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::KubeWorld;
-pub use crate::world::kube::calls::{age, since};
+pub use crate::world::kube::calls::{age, is_conflict, is_not_found, since};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
 
@@ -137,7 +137,7 @@ pub async fn delete_exact(
             tracing::info!(kind, namespace = %ns, name = %name, reason, "deleted");
             metrics.deleted.get_or_create(&KindLabel { kind }).inc();
         }
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(e) if is_not_found(&e) || is_conflict(&e) => {}
         Err(e) => {
             tracing::warn!(kind, namespace = %ns, name = %name, error = %e, "delete failed");
             metrics.error(Cause::ReconcileDelete);

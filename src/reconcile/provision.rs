@@ -29,7 +29,7 @@ use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource};
 
-use super::Key;
+use super::{Key, is_conflict, is_not_found};
 
 /// Every stored job is looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
@@ -212,7 +212,7 @@ async fn make(
                 .observe(started.elapsed().as_secs_f64());
             true
         }
-        Ok(Err(kube::Error::Api(e))) if e.code == 409 => true,
+        Ok(Err(e)) if is_conflict(&e) => true,
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot create shared cluster (retried)");
             metrics.error(Cause::ProvisionCreate);
@@ -238,7 +238,7 @@ async fn stamp(
     let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
     match tokio::time::timeout(timeout(config), api.patch(name, &params, &patch)).await {
         Ok(Ok(_)) => {}
-        Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
+        Ok(Err(e)) if is_not_found(&e) => {}
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot stamp shared cluster");
             metrics.error(Cause::ProvisionStamp);

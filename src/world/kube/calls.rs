@@ -19,6 +19,24 @@ pub(super) fn is_already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
 }
 
+/// The API server's answer code, when it was the API server that refused.
+fn api_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// 404: the object (or its kind) is not there.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    api_code(e) == Some(404)
+}
+
+/// 409: a conflict (AlreadyExists, or a precondition or resourceVersion that no longer holds).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    api_code(e) == Some(409)
+}
+
 pub(super) async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
