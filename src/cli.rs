@@ -72,9 +72,9 @@ pub struct ServeArgs {
     /// `kubeConfigFile` with a matching client certificate). Read at startup.
     #[arg(long, env = "RAYSHARE_CLIENT_CA")]
     pub client_ca: Option<PathBuf>,
-    /// With `--client-ca`: the names (subject common name or DNS name) a client
-    /// certificate must carry, comma-separated; the cluster CA also signs every user's and
-    /// kubelet's certificate. Empty: the chain alone decides.
+    /// With `--client-ca`: the names a client certificate's subject common name (the
+    /// last one, which Kubernetes reads) may be, comma-separated; the cluster CA also signs
+    /// every user's and kubelet's certificate. Empty: the chain alone decides.
     #[arg(
         long,
         env = "RAYSHARE_CLIENT_CN",

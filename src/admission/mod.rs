@@ -158,12 +158,26 @@ pub fn settled<W: World>(
         .then(|| Admission::untouched(Outcome::Unchanged))
 }
 
-/// Runs the features on a request [`settled`] did not answer.
+/// Runs the features on a request [`settled`] did not answer, its API calls within
+/// `admissionTimeoutMs` from now.
 pub async fn work<W: World>(
     req: &AdmissionRequest,
     cfg: &Config,
     world: &W,
     metrics: Option<&Metrics>,
+) -> Admission {
+    let deadline = Instant::now() + Duration::from_millis(cfg.admission_timeout_ms);
+    work_until(req, cfg, world, metrics, deadline).await
+}
+
+/// [`work`] with its API calls bounded by `deadline` (the server's: the request's arrival
+/// plus `admissionTimeoutMs`, so time spent waiting for a slot comes out of the budget).
+pub async fn work_until<W: World>(
+    req: &AdmissionRequest,
+    cfg: &Config,
+    world: &W,
+    metrics: Option<&Metrics>,
+    deadline: Instant,
 ) -> Admission {
     let Some(kind) = target(req, cfg) else {
         return Admission::untouched(Outcome::Ignored);
@@ -206,7 +220,7 @@ pub async fn work<W: World>(
         warnings: vec![],
         ensured: vec![],
         failure: None,
-        deadline: Instant::now() + Duration::from_millis(cfg.admission_timeout_ms),
+        deadline,
     };
     match kind {
         Kind::RayJob => work.shared_cluster().await,

@@ -4,7 +4,9 @@
 //! chain checked, any of them could post reviews. So the admission port also requires the
 //! certificate's subject common name, or one of its DNS names, to be one of the allowed
 //! names (default `kube-apiserver`, the name the API server's AdmissionConfiguration
-//! presents), as Gatekeeper's `--client-cn-name` does.
+//! presents), as Gatekeeper's `--client-cn-name` does. Only the subject's last common
+//! name counts, as Kubernetes reads a user name from it; DNS names do not (a CSR approved
+//! for another user may carry any of them).
 
 use std::sync::Arc;
 
@@ -12,27 +14,14 @@ use rustls::client::danger::HandshakeSignatureValid;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use rustls_pki_types::{CertificateDer, UnixTime};
-use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-/// The subject common names and DNS names of a DER certificate (empty if it does not parse).
-pub fn names(cert: &[u8]) -> Vec<String> {
-    let Ok((_, cert)) = X509Certificate::from_der(cert) else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = cert
-        .subject()
-        .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok().map(str::to_string))
-        .collect();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for name in &san.value.general_names {
-            if let GeneralName::DNSName(dns) = name {
-                out.push((*dns).to_string());
-            }
-        }
-    }
-    out
+/// The subject's last common name of a DER certificate, the name Kubernetes would
+/// authenticate it as (`None` if it has none or does not parse).
+pub fn common_name(cert: &[u8]) -> Option<String> {
+    let (_, cert) = X509Certificate::from_der(cert).ok()?;
+    let last = cert.subject().iter_common_name().last()?;
+    last.as_str().ok().map(str::to_string)
 }
 
 /// Wraps the chain check (`inner`) with the name check.
@@ -70,16 +59,12 @@ impl ClientCertVerifier for NamedClients {
         let verified = self
             .inner
             .verify_client_cert(end_entity, intermediates, now)?;
-        let presented = names(end_entity);
-        if presented.iter().any(|n| self.allowed.contains(n)) {
+        let presented = common_name(end_entity);
+        if presented.as_ref().is_some_and(|n| self.allowed.contains(n)) {
             return Ok(verified);
         }
-        let shown: Vec<String> = presented
-            .iter()
-            .take(4)
-            .map(|n| n.chars().take(64).collect())
-            .collect();
-        tracing::warn!(names = ?shown, allowed = ?self.allowed, "refused a client certificate signed by the client CA but not issued to an allowed name");
+        let shown: Option<String> = presented.map(|n| n.chars().take(64).collect());
+        tracing::warn!(common_name = ?shown, allowed = ?self.allowed, "refused a client certificate signed by the client CA but not issued to an allowed name");
         Err(rustls::Error::InvalidCertificate(
             CertificateError::ApplicationVerificationFailure,
         ))
@@ -123,8 +108,14 @@ mod tests {
 
     #[test]
     fn reads_the_common_name() {
-        assert_eq!(names(&der("kube-apiserver")), ["kube-apiserver"]);
-        assert_eq!(names(&der("system:node:n1")), ["system:node:n1"]);
-        assert!(names(b"not a certificate").is_empty());
+        assert_eq!(
+            common_name(&der("kube-apiserver")).as_deref(),
+            Some("kube-apiserver")
+        );
+        assert_eq!(
+            common_name(&der("system:node:n1")).as_deref(),
+            Some("system:node:n1")
+        );
+        assert_eq!(common_name(b"not a certificate"), None);
     }
 }

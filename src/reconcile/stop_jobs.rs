@@ -106,7 +106,7 @@ struct Look<'a> {
 enum LookError {
     #[error(transparent)]
     Dashboard(#[from] DashboardError),
-    #[error("listing the cluster's head pods: {0}")]
+    #[error("reading the cluster's head pod: {0}")]
     HeadPods(#[from] kube::Error),
     #[error("reading the cluster's auth token: {0}")]
     AuthSecret(String),
@@ -115,8 +115,9 @@ enum LookError {
 impl LookError {
     fn cause(&self) -> Cause {
         match self {
-            Self::Dashboard(_) => Cause::Dashboard,
-            Self::HeadPods(_) | Self::AuthSecret(_) => Cause::ReconcileList,
+            // Both keep the stopper from the dashboard.
+            Self::Dashboard(_) | Self::AuthSecret(_) => Cause::Dashboard,
+            Self::HeadPods(_) => Cause::ReconcileList,
         }
     }
 }
@@ -134,7 +135,7 @@ impl Look<'_> {
         let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
         let template = &self.config.shared_clusters.stop_jobs.dashboard_url;
         let head = if job_life::needs_head(template) {
-            match job_life::head(&cluster, &self.head_pods(ns, name).await?) {
+            match job_life::head(&cluster, &self.head_pods(ns, &cluster).await?) {
                 Ok(head) => Some(head),
                 // No head running: no Ray job to stop there now; the next pass looks again.
                 Err(e) => {
@@ -215,16 +216,17 @@ impl Look<'_> {
         Ok(())
     }
 
-    /// The pods labelled as the cluster's head, as the API server has them
-    /// ([`job_life::head`] picks the one KubeRay made for it).
-    async fn head_pods(&self, ns: &str, name: &str) -> Result<Vec<Value>, kube::Error> {
+    /// The head pod KubeRay reports for the cluster, as the API server has it (none yet:
+    /// empty); [`job_life::head`] checks it is the one KubeRay made.
+    async fn head_pods(&self, ns: &str, cluster: &Value) -> Result<Vec<Value>, kube::Error> {
+        let Ok(name) = job_life::head_pod_name(cluster) else {
+            return Ok(Vec::new());
+        };
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let params = ListParams::default().labels(&job_life::head_selector(name));
-        let list = api.list(&params).await?;
-        Ok(list
-            .items
+        let pod = api.get_opt(name).await?;
+        Ok(pod
+            .and_then(|p| serde_json::to_value(p).ok())
             .into_iter()
-            .filter_map(|pod| serde_json::to_value(pod).ok())
             .collect())
     }
 
@@ -237,10 +239,14 @@ impl Look<'_> {
         expected: &job_life::AuthSecret,
     ) -> Result<String, LookError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        let secret = api
-            .get(&expected.name)
-            .await
-            .map_err(|e| LookError::AuthSecret(format!("secret {}: {e}", expected.name)))?;
+        let secret = api.get(&expected.name).await.map_err(|e| {
+            let hint = if super::is_forbidden(&e) {
+                " (the chart grants reading it with rbac.rayAuthSecrets: true)"
+            } else {
+                ""
+            };
+            LookError::AuthSecret(format!("secret {}: {e}{hint}", expected.name))
+        })?;
         let secret = serde_json::to_value(secret).unwrap_or_default();
         job_life::auth_token(&secret, cluster, expected)
             .map_err(|e| LookError::AuthSecret(e.to_string()))

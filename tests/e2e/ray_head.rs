@@ -234,3 +234,18 @@ pub async fn head_pod(env: &TestEnv, cluster: &Value, name: &str, owner_uid: &st
         .await
         .unwrap();
 }
+
+/// Plays KubeRay's part: reports pod `name` as `cluster`'s head in the cluster's status
+/// (the status subresource, as KubeRay writes it).
+pub async fn report_head(env: &TestEnv, cluster: &Value, name: &str) {
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    let status = json!({"status": {"head": {"podName": name, "podIP": "127.0.0.1"}}});
+    clusters
+        .patch_status(
+            cluster["metadata"]["name"].as_str().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .unwrap();
+}

@@ -10,7 +10,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::ray_head::{RAY_HEAD, head_pod};
+use crate::ray_head::{RAY_HEAD, head_pod, report_head};
 
 /// Prints the run identity the driver sees, then runs until stopped.
 pub(crate) const PRINT_RUN: &str = r#"python -c "import os, time; print('RUN_NAME=%s EXEC=%s USER=%s' % (os.environ.get('RUN_NAME'), os.environ.get('FLYTE_INTERNAL_EXECUTION_ID'), os.environ.get('USER_VAR')), flush=True); time.sleep(3600)""#;
@@ -111,6 +111,7 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
     // KubeRay's head pod for it, which the stopper finds by its owner, the cluster.
     let uid = cluster["metadata"]["uid"].as_str().unwrap();
     head_pod(&env, &cluster, "head", uid, RAY_HEAD.port()).await;
+    report_head(&env, &cluster, "head").await;
     let cluster = cluster.to_string();
     for run in [
         "a1b2c3",

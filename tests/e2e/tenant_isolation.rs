@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::ray_head::{RAY_HEAD, RAY_TOKEN_HEAD, head_pod};
+use crate::ray_head::{RAY_HEAD, RAY_TOKEN_HEAD, head_pod, report_head};
 use crate::ray_jobs::{PRINT_RUN, config_via_head_pod, create_and_submit, job, shared_cluster};
 
 /// A listener on 127.0.0.1 that counts the connections made to it and answers nothing.
@@ -55,15 +55,17 @@ async fn the_stopper_calls_only_the_head_kuberay_made_and_only_its_namespaces_jo
     let cluster_uid = cluster["metadata"]["uid"].as_str().unwrap();
 
     // Pods labelled as the cluster's head, pointing at addresses the tenant chose: one
-    // controlled by another object of the tenant's (its RayJob), one by nothing real;
-    // both listed before KubeRay's (the API server lists by name).
+    // whose owner reference names the cluster itself (anyone who may create pods can
+    // write one), one controlled by the tenant's RayJob; both named to sort before
+    // KubeRay's.
     let (trap_port, hits) = trap().await;
     let job_uid = stored["metadata"]["uid"].as_str().unwrap();
-    head_pod(&env, &cluster, "a-impostor", job_uid, trap_port).await;
-    head_pod(&env, &cluster, "b-impostor", "not-a-uid", trap_port).await;
+    head_pod(&env, &cluster, "a-impostor", cluster_uid, trap_port).await;
+    head_pod(&env, &cluster, "b-impostor", job_uid, trap_port).await;
     // And the head KubeRay made.
     let head = format!("{cluster_name}-head-x7k2p");
     head_pod(&env, &cluster, &head, cluster_uid, RAY_HEAD.port()).await;
+    report_head(&env, &cluster, &head).await;
 
     // A submission of this installation tied to another namespace, whose token no
     // RayJob carries: judged by this namespace's jobs it would be "deleted".
@@ -135,14 +137,9 @@ async fn a_token_mode_heads_job_is_stopped_when_its_rayjob_is_deleted() {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    head_pod(
-        &env,
-        &cluster,
-        &format!("{cluster_name}-head-t0k3n"),
-        cluster_uid,
-        head.port(),
-    )
-    .await;
+    let head_name = format!("{cluster_name}-head-t0k3n");
+    head_pod(&env, &cluster, &head_name, cluster_uid, head.port()).await;
+    report_head(&env, &cluster, &head_name).await;
 
     let jobs = env.api(&ray_job_resource(), &env.ns);
     jobs.delete("tk", &DeleteParams::default()).await.unwrap();

@@ -164,7 +164,8 @@ pub async fn mutate<W: World>(
         {
             Err(_) | Ok(Err(_)) => passed_unchanged(&request, metrics, Cause::Overloaded),
             Ok(Ok(_slot)) => {
-                let work = admission::work(&request, config, world, Some(metrics));
+                let deadline = started + Duration::from_millis(config.admission_timeout_ms);
+                let work = admission::work_until(&request, config, world, Some(metrics), deadline);
                 match AssertUnwindSafe(work).catch_unwind().await {
                     Ok(admission) => admission,
                     Err(_) => passed_unchanged(&request, metrics, Cause::Panic),

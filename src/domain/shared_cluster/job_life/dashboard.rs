@@ -2,7 +2,10 @@
 //! the RayJob's spec names the head service and could name an ExternalName Service that
 //! points at another namespace's head, or a host and path of its choosing. The address
 //! is the IP of the cluster's head pod, the pod KubeRay made for the cluster rayshare
-//! created (its controller owner is that cluster's uid), and that pod's dashboard port.
+//! created: the one KubeRay names in the cluster's status (`status.head.podName`, written
+//! through the status subresource, which tenants do not write), controlled by the
+//! cluster's uid, not on the host network; and that pod's dashboard port. An owner
+//! reference alone proves nothing: anyone who may create pods can write one.
 
 use std::net::IpAddr;
 
@@ -25,30 +28,34 @@ pub struct Head {
 pub enum NoHead {
     #[error("the cluster has no uid yet")]
     NoUid,
+    #[error("KubeRay has not reported the cluster's head pod yet")]
+    NotReported,
     #[error("no running head pod of this cluster has an IP yet")]
     NotRunning,
 }
 
-/// The label selector of a cluster's head pods (narrows the list; the owner check in
-/// [`head`] decides).
-pub fn head_selector(cluster_name: &str) -> String {
-    format!(
-        "{}={cluster_name},{}=head",
-        labels::RAY_CLUSTER,
-        labels::RAY_NODE_TYPE
-    )
+/// The name of the head pod KubeRay reports for `cluster` (`status.head.podName`).
+pub fn head_pod_name(cluster: &Value) -> Result<&str, NoHead> {
+    cluster["status"]["head"]["podName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or(NoHead::NotReported)
 }
 
-/// The running head pod among `pods` that KubeRay made for `cluster`: labelled as its
-/// head, controlled by the cluster's uid, not being deleted, with an IP. A pod anyone else
-/// made (another owner, or none) is never chosen, whatever its labels say.
+/// The head among `pods` that KubeRay made for `cluster`: the pod its status names,
+/// labelled as its head, controlled by the cluster's uid, running, not being deleted,
+/// not on the host network, with an IP. Any other pod is never chosen, whatever its
+/// labels and owner references say.
 pub fn head(cluster: &Value, pods: &[Value]) -> Result<Head, NoHead> {
     let name = cluster["metadata"]["name"].as_str().unwrap_or_default();
     let uid = cluster["metadata"]["uid"]
         .as_str()
         .filter(|u| !u.is_empty())
         .ok_or(NoHead::NoUid)?;
+    let pod_name = head_pod_name(cluster)?;
     pods.iter()
+        .filter(|p| p["metadata"]["name"] == pod_name)
+        .filter(|p| p["spec"]["hostNetwork"] != true)
         .filter(|p| labels::get(p, Meta::Labels, labels::RAY_CLUSTER) == Some(name))
         .filter(|p| labels::get(p, Meta::Labels, labels::RAY_NODE_TYPE) == Some("head"))
         .filter(|p| controlled_by(p, uid))

@@ -222,13 +222,18 @@ fn tokens_are_label_values(#[case] uid: &str, #[case] expected: Option<&str>) {
 }
 
 fn cluster() -> Value {
-    json!({"metadata": {"name": "c1", "namespace": "team", "uid": "u-1"}})
+    json!({"metadata": {"name": "c1", "namespace": "team", "uid": "u-1"},
+        "status": {"head": {"podName": "c1-head-x"}}})
 }
 
 /// A pod labelled as c1's head, `owner` its controller, running at `ip`.
 fn head_pod(owner: &str, ip: &str, ports: Value) -> Value {
+    named_head_pod("c1-head-x", owner, ip, ports)
+}
+
+fn named_head_pod(name: &str, owner: &str, ip: &str, ports: Value) -> Value {
     json!({
-        "metadata": {"name": "c1-head-x", "labels": {"ray.io/cluster": "c1", "ray.io/node-type": "head"},
+        "metadata": {"name": name, "labels": {"ray.io/cluster": "c1", "ray.io/node-type": "head"},
             "ownerReferences": [{"kind": "RayCluster", "name": "c1", "uid": owner, "controller": true}]},
         "spec": {"containers": [{"name": "ray-head", "ports": ports}]},
         "status": {"phase": "Running", "podIP": ip},
@@ -251,6 +256,14 @@ fn head_pod(owner: &str, ip: &str, ports: Value) -> Value {
     vec![head_pod("u-2", "10.9.9.9", json!([])), head_pod("u-1", "10.0.0.7", json!([]))],
     Ok("http://10.0.0.7:8265")
 )]
+#[case::forged_owner_but_not_the_reported_head(
+    vec![named_head_pod("a-impostor", "u-1", "10.9.9.9", json!([])), head_pod("u-1", "10.0.0.7", json!([]))],
+    Ok("http://10.0.0.7:8265")
+)]
+#[case::only_a_forged_owner(
+    vec![named_head_pod("a-impostor", "u-1", "10.9.9.9", json!([]))],
+    Err(NoHead::NotRunning)
+)]
 #[case::none(vec![], Err(NoHead::NotRunning))]
 fn the_dashboard_is_the_head_kuberay_made(
     #[case] pods: Vec<Value>,
@@ -269,11 +282,17 @@ fn a_pod_not_running_or_being_deleted_is_no_head() {
     deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
     let mut worker = head_pod("u-1", "10.0.0.7", json!([]));
     worker["metadata"]["labels"]["ray.io/node-type"] = json!("worker");
-    for pod in [pending, deleting, worker] {
+    // On the host network its IP is the node's, its port anything.
+    let mut host = head_pod("u-1", "10.0.0.7", json!([]));
+    host["spec"]["hostNetwork"] = json!(true);
+    for pod in [pending, deleting, worker, host] {
         assert_eq!(head(&cluster(), &[pod]), Err(NoHead::NotRunning));
     }
     let no_uid = json!({"metadata": {"name": "c1", "namespace": "team"}});
     assert_eq!(head(&no_uid, &[]), Err(NoHead::NoUid));
+    let unreported = json!({"metadata": {"name": "c1", "namespace": "team", "uid": "u-1"}});
+    let pod = head_pod("u-1", "10.0.0.7", json!([]));
+    assert_eq!(head(&unreported, &[pod]), Err(NoHead::NotReported));
 }
 
 #[test]
