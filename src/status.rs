@@ -10,7 +10,7 @@ use crate::domain::labels;
 use crate::domain::status::{self, Listed, Status};
 use crate::reconcile::list_all;
 use crate::world::kube::{
-    INDEX_CLAIM, lease_resource, pod_group_resource, ray_cluster_resource, ray_job_resource,
+    lease_resource, pod_group_resource, ray_cluster_resource, ray_job_resource,
 };
 
 /// Where to look.
@@ -86,7 +86,7 @@ pub async fn status(
         ),
         None => format!("{mine},{}=true", labels::SHARED_CLUSTER),
     };
-    let claims = format!("{mine},{INDEX_CLAIM}=true");
+    let claims = format!("{mine},{}=true", labels::INDEX_CLAIM);
     let (rc, rj, pg, lease) = (
         ray_cluster_resource(),
         ray_job_resource(),

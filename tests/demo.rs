@@ -206,7 +206,7 @@ async fn demo() {
         let list = shared.list(&Default::default()).await.ok()?;
         list.items
             .iter()
-            .all(|c| c.labels().contains_key(rayshare::domain::pool::ACTIVE_JOBS))
+            .all(|c| c.labels().contains_key(rayshare::labels::POOL_ACTIVE_JOBS))
             .then_some(())
     })
     .await;

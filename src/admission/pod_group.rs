@@ -13,7 +13,6 @@
 use super::work::Work;
 use crate::cause::Cause;
 use crate::domain::labels::Meta;
-use crate::domain::stored_pod_group::GROUPED;
 use crate::domain::{labels, pod_group};
 use crate::world::{Created, World};
 
@@ -51,7 +50,12 @@ impl<W: World> Work<'_, W> {
             .push(format!("rayshare: in Volcano PodGroup {name}"));
         let mut pod = self.object().clone();
         labels::set(&mut pod, Meta::Annotations, labels::GROUP_NAME, &name);
-        labels::set(&mut pod, Meta::Labels, GROUPED, &self.cfg.instance);
+        labels::set(
+            &mut pod,
+            Meta::Labels,
+            labels::POD_GROUPED,
+            &self.cfg.instance,
+        );
         self.changed = Some(pod);
     }
 

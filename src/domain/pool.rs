@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::domain::reclaim::Decision;
 
-pub use crate::domain::labels::{
+use crate::domain::labels::{
     POOL_ACTIVE_JOBS as ACTIVE_JOBS, POOL_DIGEST as DIGEST, POOL_LAST_ADMISSION as LAST_ADMISSION,
     POOL_RECLAIMABLE_AT as RECLAIMABLE_AT,
 };
@@ -70,6 +70,12 @@ mod tests {
 
     fn t(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_columns_are_the_pool_labels() {
+        let keys = [DIGEST, ACTIVE_JOBS, LAST_ADMISSION, RECLAIMABLE_AT];
+        assert_eq!(COLUMNS, keys.join(","));
     }
 
     #[test]

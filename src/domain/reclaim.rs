@@ -17,7 +17,6 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::domain::labels::{LAST_ADMITTED, RECLAIM_MARKED as MARKED};
-pub use crate::domain::time::parse_time;
 
 /// KubeRay job deployment states after which a job no longer needs its cluster.
 const TERMINAL: [&str; 3] = ["Complete", "Failed", "ValidationFailed"];

@@ -90,7 +90,7 @@ fn seconds(d: Duration) -> u64 {
 }
 
 fn age(o: &Value, now: Timestamp) -> Option<u64> {
-    let created = reclaim::parse_time(&o["metadata"]["creationTimestamp"])?;
+    let created = crate::domain::time::parse_time(&o["metadata"]["creationTimestamp"])?;
     Some(now.duration_since(created).as_secs().max(0) as u64)
 }
 
@@ -122,7 +122,7 @@ fn cluster(c: &Value, jobs: &[&Value], default_ttl: u64, now: Timestamp) -> Clus
     let mut last_end = None;
     for job in jobs {
         if reclaim::is_terminal(job) {
-            last_end = last_end.max(reclaim::parse_time(&job["status"]["endTime"]));
+            last_end = last_end.max(crate::domain::time::parse_time(&job["status"]["endTime"]));
         } else {
             active.push(text(&job["metadata"]["name"]));
         }

@@ -12,8 +12,6 @@ use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::pod_group::{self, Plan};
 
-pub use crate::domain::labels::{POD_GROUPED as GROUPED, POD_UID};
-
 /// The group a stored pod needs, or `None` when it needs none from rayshare.
 pub fn group_for(
     pod: &Value,
@@ -41,8 +39,8 @@ pub fn group_for(
             "name": pod["metadata"]["name"], "uid": uid, "controller": true,
         }]);
     }
-    labels::set(&mut group, Meta::Annotations, POD_UID, uid);
-    if let Some(instance) = labels::get(pod, Meta::Labels, GROUPED) {
+    labels::set(&mut group, Meta::Annotations, labels::POD_UID, uid);
+    if let Some(instance) = labels::get(pod, Meta::Labels, labels::POD_GROUPED) {
         labels::set(&mut group, Meta::Labels, labels::INSTANCE, instance);
     }
     Some(group)
@@ -67,7 +65,7 @@ pub fn existing(group: &Value, pod_uid: &str, pod_alive: impl Fn(&str) -> bool) 
     if labels::get(group, Meta::Labels, labels::MANAGED_BY) != Some(labels::MANAGER) {
         return Existing::Foreign;
     }
-    match labels::get(group, Meta::Annotations, POD_UID) {
+    match labels::get(group, Meta::Annotations, labels::POD_UID) {
         Some(uid) if uid == pod_uid => Existing::Ours,
         Some(uid) if pod_alive(uid) => Existing::Foreign,
         Some(_) => Existing::Adopt,
@@ -88,7 +86,7 @@ mod tests {
                 "uid": "pod-uid-1",
                 "annotations": { "scheduling.k8s.io/group-name": "task-xyz",
                                  "scheduling.volcano.sh/queue-name": "gpu" },
-                "labels": { GROUPED: "true" } },
+                "labels": { labels::POD_GROUPED: "true" } },
             "spec": { "schedulerName": "volcano", "priorityClassName": "high",
                 "containers": [{ "name": "c", "image": "i",
                     "resources": { "requests": { "cpu": "2", "memory": "1Gi" } } }] },
@@ -109,7 +107,10 @@ mod tests {
         assert_eq!(group["spec"]["queue"], "gpu");
         assert_eq!(group["spec"]["priorityClassName"], "high");
         assert_eq!(group["spec"]["minResources"]["cpu"], "2");
-        assert_eq!(group["metadata"]["annotations"][POD_UID], "pod-uid-1");
+        assert_eq!(
+            group["metadata"]["annotations"][labels::POD_UID],
+            "pod-uid-1"
+        );
         assert_eq!(
             group["metadata"]["ownerReferences"],
             json!([{"apiVersion": "v1", "kind": "Pod", "name": "task-abc12", "uid": "pod-uid-1", "controller": true}])
@@ -166,7 +167,7 @@ mod tests {
             labels::set(&mut g, Meta::Labels, labels::MANAGED_BY, labels::MANAGER);
         }
         if let Some(u) = uid {
-            labels::set(&mut g, Meta::Annotations, POD_UID, u);
+            labels::set(&mut g, Meta::Annotations, labels::POD_UID, u);
         }
         g
     }

@@ -64,7 +64,7 @@ async fn try_pass(
             .entry((ns.to_string(), cluster.to_string()))
             .or_default();
         if reclaim::is_terminal(&job) {
-            let end = reclaim::parse_time(&job["status"]["endTime"]);
+            let end = crate::domain::time::parse_time(&job["status"]["endTime"]);
             u.last_end = u.last_end.max(end);
         } else {
             u.active += 1;

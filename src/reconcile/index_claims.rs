@@ -12,8 +12,9 @@ use crate::cause::Cause;
 use crate::config::Indices;
 use crate::domain::indices::Slot;
 use crate::domain::labels;
+use crate::domain::labels::INDEX_CLAIM;
 use crate::metrics::Metrics;
-use crate::world::kube::{INDEX_CLAIM, lease_resource};
+use crate::world::kube::lease_resource;
 
 pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
     if let Err(e) = try_pass(client, cfg, metrics).await {

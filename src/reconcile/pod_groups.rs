@@ -14,7 +14,7 @@ use super::{age, delete_exact, for_each_page, list_metadata, since};
 use crate::cause::Cause;
 use crate::config::PodGroups;
 use crate::domain::labels;
-use crate::domain::stored_pod_group::POD_UID;
+use crate::domain::labels::POD_UID;
 use crate::metrics::Metrics;
 use crate::world::kube::pod_group_resource;
 

@@ -86,7 +86,7 @@ fn active_jobs(world: &KubeWorld, (ns, name): &Key) -> Vec<Value> {
 }
 
 fn created(job: &Value) -> Option<Timestamp> {
-    reclaim::parse_time(&job["metadata"]["creationTimestamp"])
+    crate::domain::time::parse_time(&job["metadata"]["creationTimestamp"])
 }
 
 async fn look(

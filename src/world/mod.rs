@@ -138,7 +138,7 @@ impl MemoryWorld {
             let grouped = crate::domain::labels::get(
                 admitted,
                 Meta::Labels,
-                crate::domain::stored_pod_group::GROUPED,
+                crate::domain::labels::POD_GROUPED,
             );
             if grouped != Some(config.instance.as_str()) {
                 return None;

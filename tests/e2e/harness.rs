@@ -242,11 +242,17 @@ impl ControlPlane {
 /// The chart's leader-election Role and its binding, in `namespace`: each test's replicas
 /// elect their leader there, where the chart elects it in the release namespace.
 pub async fn leader_role_in(client: &Client, namespace: &str) {
-    for mut object in helm_template("templates/rbac.yaml", &[]) {
-        if object["kind"] == "Role" || object["kind"] == "RoleBinding" {
-            object["metadata"]["namespace"] = json!(namespace);
-            apply(client, &object).await;
-        }
+    // Rendered once per test binary, not once per test.
+    static LEADER_RBAC: LazyLock<Vec<Value>> = LazyLock::new(|| {
+        helm_template("templates/rbac.yaml", &[])
+            .into_iter()
+            .filter(|o| o["kind"] == "Role" || o["kind"] == "RoleBinding")
+            .collect()
+    });
+    for object in LEADER_RBAC.iter() {
+        let mut object = object.clone();
+        object["metadata"]["namespace"] = json!(namespace);
+        apply(client, &object).await;
     }
 }
 

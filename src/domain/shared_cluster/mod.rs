@@ -170,7 +170,7 @@ pub fn plan(
         .flatten()
         .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
         .sum();
-    if annotations + provision::SPEC.len() + spec_text.len() > MAX_ANNOTATIONS_BYTES {
+    if annotations + labels::CLUSTER_SPEC.len() + spec_text.len() > MAX_ANNOTATIONS_BYTES {
         return skip(format!(
             "rayshare: shared cluster skipped: its cluster spec ({} bytes) is too large to travel on the RayJob (annotations are limited to {MAX_ANNOTATIONS_BYTES} bytes)",
             spec_text.len()
@@ -262,7 +262,12 @@ pub fn plan(
         labels::set(&mut new_job, Meta::Labels, job_life::TOKEN_LABEL, token);
     }
     labels::set(&mut new_job, Meta::Labels, labels::JOB_CLUSTER, &name);
-    labels::set(&mut new_job, Meta::Annotations, provision::SPEC, &spec_text);
+    labels::set(
+        &mut new_job,
+        Meta::Annotations,
+        labels::CLUSTER_SPEC,
+        &spec_text,
+    );
     warnings.insert(0, format!("rayshare: runs on shared RayCluster {name}"));
 
     Ok(Plan::Rewrite(Box::new(Rewrite {

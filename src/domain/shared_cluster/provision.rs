@@ -14,17 +14,15 @@ use crate::config::SharedClusters;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
-pub use labels::CLUSTER_SPEC as SPEC;
-
 /// Most clusters one config may spread over (`maxJobsPerCluster`).
 pub const MAX_POOL: u32 = 100;
 
 /// Why a stored job does not get a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("it carries no {SPEC} annotation")]
+    #[error("it carries no {} annotation", labels::CLUSTER_SPEC)]
     NoSpec,
-    #[error("its {SPEC} annotation is not a JSON object: {0}")]
+    #[error("its {key} annotation is not a JSON object: {0}", key = labels::CLUSTER_SPEC)]
     BadSpec(String),
     #[error("it selects no cluster")]
     NoSelector,
@@ -88,7 +86,7 @@ fn is_member(selector: &str, base: &str) -> bool {
 
 /// The cluster a stored, rewritten job needs, rebuilt from what the job carries.
 pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refusal> {
-    let text = labels::get(job, Meta::Annotations, SPEC).ok_or(Refusal::NoSpec)?;
+    let text = labels::get(job, Meta::Annotations, labels::CLUSTER_SPEC).ok_or(Refusal::NoSpec)?;
     let spec: Value = serde_json::from_str(text).map_err(|e| Refusal::BadSpec(e.to_string()))?;
     if !spec.is_object() {
         return Err(Refusal::BadSpec("not an object".into()));
@@ -165,9 +163,9 @@ mod tests {
     #[test]
     fn a_tampered_spec_cannot_reach_the_selected_cluster() {
         let (mut stored, _) = rewritten(0);
-        let text = labels::get(&stored, Meta::Annotations, SPEC).unwrap();
+        let text = labels::get(&stored, Meta::Annotations, labels::CLUSTER_SPEC).unwrap();
         let evil = text.replace("rayproject/ray:2.40.0", "attacker/miner:latest");
-        labels::set(&mut stored, Meta::Annotations, SPEC, &evil);
+        labels::set(&mut stored, Meta::Annotations, labels::CLUSTER_SPEC, &evil);
         let err = cluster_for_job(&stored, &SharedClusters::default()).unwrap_err();
         assert!(matches!(err, Refusal::Mismatch { .. }), "{err}");
     }
@@ -192,9 +190,9 @@ mod tests {
     fn odd_annotations_are_refused(#[case] text: Option<&str>, #[case] want: Refusal) {
         let (mut stored, _) = rewritten(0);
         let annotations = stored["metadata"]["annotations"].as_object_mut().unwrap();
-        annotations.remove(SPEC);
+        annotations.remove(labels::CLUSTER_SPEC);
         if let Some(t) = text {
-            annotations.insert(SPEC.into(), json!(t));
+            annotations.insert(labels::CLUSTER_SPEC.into(), json!(t));
         }
         assert_eq!(
             cluster_for_job(&stored, &SharedClusters::default()),

@@ -16,7 +16,6 @@ use super::resources::{ray_cluster_resource, ray_job_resource};
 use super::{KubeWorld, Wakeups};
 use crate::config::Config;
 use crate::domain::labels;
-use crate::domain::stored_pod_group::GROUPED;
 use crate::health::Health;
 
 /// Runs a reflector's watch stream forever, logging its errors (it retries with backoff).
@@ -53,7 +52,7 @@ impl KubeWorld {
         let pods = config.pod_groups.enabled.then(|| {
             let api: Api<Pod> = Api::all(watch_client.clone());
             let (reader, writer) = reflector::store();
-            let selector = format!("{GROUPED}={}", config.instance);
+            let selector = format!("{}={}", labels::POD_GROUPED, config.instance);
             let selector = watcher::Config::default().labels(&selector).any_semantic();
             let wake = pod_wakeups.0.clone();
             let stream = watcher(api, selector)

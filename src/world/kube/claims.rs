@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 
 use super::KubeWorld;
 use super::calls::{bounded, to_world_error};
-use super::resources::{INDEX_CLAIM, lease_resource};
+use super::resources::lease_resource;
 use crate::domain::indices::{self, Slot};
 use crate::domain::labels;
+use crate::domain::labels::INDEX_CLAIM;
 use crate::world::{IndexRequest, WorldError};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts

@@ -26,5 +26,3 @@ pub fn lease_resource() -> ApiResource {
 pub fn ray_job_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("ray.io", "v1", "RayJob"), "rayjobs")
 }
-
-pub use crate::domain::labels::INDEX_CLAIM;

@@ -262,13 +262,9 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 	if one("ClusterRole", len(r.clusterRoles)) {
 		checkRules(p, r.clusterRoles[0].Rules)
 	}
-	if one("ClusterRoleBinding", len(r.bindings)) {
+	if one("ClusterRoleBinding", len(r.bindings)) && len(r.clusterRoles) == 1 {
 		b := r.bindings[0]
-		p.check(b.RoleRef.Kind == "ClusterRole" && len(r.clusterRoles) == 1 && b.RoleRef.Name == r.clusterRoles[0].Name,
-			"ClusterRoleBinding roleRef %+v does not name the ClusterRole", b.RoleRef)
-		p.check(len(b.Subjects) == 1 && b.Subjects[0].Kind == "ServiceAccount" &&
-			b.Subjects[0].Name == name && b.Subjects[0].Namespace == ns,
-			"ClusterRoleBinding subjects %+v, want ServiceAccount %s/%s", b.Subjects, ns, name)
+		checkBinding(p, "ClusterRoleBinding", b.RoleRef, "ClusterRole", r.clusterRoles[0].Name, b.Subjects, name, ns)
 	}
 
 	// The leader Lease: get and update of that one name, in the release namespace.
@@ -279,13 +275,9 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 		p.check(role.Namespace == ns && reflect.DeepEqual(role.Rules, want),
 			"Role %s/%s rules %+v, want %+v", role.Namespace, role.Name, role.Rules, want)
 	}
-	if one("RoleBinding", len(r.roleBindings)) {
+	if one("RoleBinding", len(r.roleBindings)) && len(r.roles) == 1 {
 		b := r.roleBindings[0]
-		p.check(b.RoleRef.Kind == "Role" && len(r.roles) == 1 && b.RoleRef.Name == r.roles[0].Name,
-			"RoleBinding roleRef %+v does not name the Role", b.RoleRef)
-		p.check(len(b.Subjects) == 1 && b.Subjects[0].Kind == "ServiceAccount" &&
-			b.Subjects[0].Name == name && b.Subjects[0].Namespace == ns,
-			"RoleBinding subjects %+v, want ServiceAccount %s/%s", b.Subjects, ns, name)
+		checkBinding(p, "RoleBinding", b.RoleRef, "Role", r.roles[0].Name, b.Subjects, name, ns)
 	}
 
 	// Feature config.
@@ -409,6 +401,15 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 	default:
 		p.add("unknown mode %q", mode)
 	}
+}
+
+// checkBinding: a binding (`kind`) names the chart's role (`roleKind` `roleName`) and binds
+// exactly the release's ServiceAccount.
+func checkBinding(p *problems, kind string, ref rbacv1.RoleRef, roleKind, roleName string, subjects []rbacv1.Subject, name, ns string) {
+	p.check(ref.Kind == roleKind && ref.Name == roleName, "%s roleRef %+v does not name the %s", kind, ref, roleKind)
+	p.check(len(subjects) == 1 && subjects[0].Kind == "ServiceAccount" &&
+		subjects[0].Name == name && subjects[0].Namespace == ns,
+		"%s subjects %+v, want ServiceAccount %s/%s", kind, subjects, ns, name)
 }
 
 func checkRules(p *problems, rules []rbacv1.PolicyRule) {
