@@ -198,7 +198,7 @@ fn cases() -> Vec<Case> {
                 let indices::Plan::Claim {
                     cluster,
                     group,
-                    hosts,
+                    shape,
                 } = plan
                 else {
                     panic!("expected a claim, got {plan:?}");
@@ -211,7 +211,7 @@ fn cases() -> Vec<Case> {
                     &pod,
                     &cluster,
                     &group,
-                    hosts,
+                    shape.hosts,
                     slot,
                     &cfg.indices,
                 ));

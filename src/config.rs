@@ -165,6 +165,10 @@ pub struct Indices {
     /// A claim counts this long without its pod (the pod's admission may still be on its
     /// way); after that, a claim no live pod holds is released when its slot is wanted.
     pub claim_in_flight_seconds: u64,
+    /// A pod that would open a replica past the group's count first waits this long for
+    /// the pods of the claims still in flight inside it, then takes those claims over (a
+    /// rejected or forged admission would otherwise leave a gap in a slice).
+    pub claim_takeover_ms: u64,
     pub claim_grace_seconds: u64,
     pub reconcile_interval_seconds: u64,
     pub claim_timeout_ms: u64,
@@ -302,6 +306,7 @@ impl Default for Indices {
             set_hostname: false,
             tpu_env: false,
             claim_in_flight_seconds: 10,
+            claim_takeover_ms: 2000,
             claim_grace_seconds: 60,
             reconcile_interval_seconds: 15,
             claim_timeout_ms: 4000,
@@ -442,6 +447,13 @@ impl Config {
         // relies on it is still on its way to the API server.
         if self.indices.claim_in_flight_seconds == 0 {
             return invalid("indices.claimInFlightSeconds", "must be positive");
+        }
+        let in_flight_ms = self.indices.claim_in_flight_seconds.saturating_mul(1000);
+        if !(1..in_flight_ms).contains(&self.indices.claim_takeover_ms) {
+            return invalid(
+                "indices.claimTakeoverMs",
+                "must be positive and shorter than claimInFlightSeconds",
+            );
         }
         if self.reclaim.quiet_seconds == 0 {
             return invalid("reclaim.quietSeconds", "must be positive");

@@ -6,7 +6,7 @@ use crate::domain::events::{self, Event, Regarding};
 use crate::domain::indices::Slot;
 use crate::domain::labels::Meta;
 use crate::domain::{indices, labels};
-use crate::world::{ClusterInfo, IndexRequest, World};
+use crate::world::{Claimed, ClusterInfo, IndexRequest, World};
 
 impl<W: World> Work<'_, W> {
     pub(super) async fn indices(&mut self) {
@@ -22,7 +22,7 @@ impl<W: World> Work<'_, W> {
         let group = labels::get(self.object(), Meta::Labels, labels::RAY_GROUP).unwrap_or("");
         let unknown = info
             .as_ref()
-            .is_none_or(|c| !c.worker_hosts.contains_key(group));
+            .is_none_or(|c| !c.worker_groups.contains_key(group));
         if unknown
             && matches!(planned, indices::Plan::Skip(Some(_)))
             && let Some(name) = cluster_name
@@ -31,7 +31,7 @@ impl<W: World> Work<'_, W> {
             info = Some(read);
             planned = plan(info.as_ref());
         }
-        let (cluster, group, hosts) = match planned {
+        let (cluster, group, shape) = match planned {
             indices::Plan::Skip(warning) => {
                 if warning.is_some()
                     && info.is_none()
@@ -45,9 +45,10 @@ impl<W: World> Work<'_, W> {
             indices::Plan::Claim {
                 cluster,
                 group,
-                hosts,
-            } => (cluster, group, hosts),
+                shape,
+            } => (cluster, group, shape),
         };
+        let hosts = shape.hosts;
         // The pod's own controller reference names the live cluster; the cache may still
         // hold a deleted cluster of the same name (claims owned by it would be collected).
         let owner_uid = self.object()["metadata"]["ownerReferences"]
@@ -62,7 +63,7 @@ impl<W: World> Work<'_, W> {
             cluster: cluster.clone(),
             cluster_uid: owner_uid.or(info.map(|i| i.uid)).unwrap_or_default(),
             group: group.clone(),
-            hosts,
+            shape,
             admission_uid: self.req.uid.clone(),
             dry_run: self.req.dry_run,
         };
@@ -71,11 +72,14 @@ impl<W: World> Work<'_, W> {
             .claim_slot(&request, self.budget(cfg.claim_timeout_ms))
             .await
         {
-            Ok(slot) => {
+            Ok(Claimed { slot, taken_over }) => {
                 let (object, warnings) =
                     indices::apply(self.object(), &cluster, &group, hosts, slot, cfg);
                 if !self.req.dry_run {
                     self.count(|m| &m.created, "IndexClaim");
+                    for _ in 0..taken_over {
+                        self.count(|m| &m.deleted, "IndexClaim");
+                    }
                     self.world.record(assigned_event(
                         &object,
                         &self.namespace,

@@ -14,8 +14,8 @@ pub struct ClusterInfo {
     pub uid: String,
     pub managed_by_rayshare: bool,
     pub digest: Option<String>,
-    /// `numOfHosts` per worker group (default 1).
-    pub worker_hosts: BTreeMap<String, u32>,
+    /// The shape of each worker group, by name.
+    pub worker_groups: BTreeMap<String, WorkerGroup>,
     pub created: Option<Timestamp>,
     /// When a job was last admitted onto it (rayshare's stamp).
     pub last_admitted: Option<Timestamp>,
@@ -27,6 +27,40 @@ pub struct ClusterInfo {
     pub marked: Option<Timestamp>,
 }
 
+/// How many pods KubeRay makes for a worker group: `replicas` of `hosts` pods each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerGroup {
+    /// `numOfHosts` (default 1).
+    pub hosts: u32,
+    /// `replicas` within `[minReplicas, maxReplicas]`, 0 when suspended, as KubeRay
+    /// counts them.
+    pub replicas: u32,
+}
+
+impl WorkerGroup {
+    /// What the shape is read from (all a cache needs to keep of a worker group).
+    pub const FIELDS: &[&str] = &[
+        "groupName",
+        "numOfHosts",
+        "replicas",
+        "minReplicas",
+        "maxReplicas",
+        "suspend",
+    ];
+
+    fn from_value(g: &Value) -> Self {
+        let count = |f: &str| g[f].as_u64().map(|n| n.min(u32::MAX as u64) as u32);
+        let hosts = count("numOfHosts").unwrap_or(1).max(1);
+        let mut replicas = count("replicas").unwrap_or(0);
+        replicas = replicas.max(count("minReplicas").unwrap_or(0));
+        replicas = replicas.min(count("maxReplicas").unwrap_or(u32::MAX));
+        if g["suspend"] == true {
+            replicas = 0;
+        }
+        Self { hosts, replicas }
+    }
+}
+
 impl ClusterInfo {
     /// rayshare made it, for the config with this digest: never take over anything else.
     pub fn serves(&self, digest: &str) -> bool {
@@ -34,16 +68,15 @@ impl ClusterInfo {
     }
 
     pub fn from_value(cluster: &Value) -> Self {
-        let worker_hosts = cluster["spec"]["workerGroupSpecs"]
+        let worker_groups = cluster["spec"]["workerGroupSpecs"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|g| {
-                let hosts = g["numOfHosts"]
-                    .as_u64()
-                    .unwrap_or(1)
-                    .clamp(1, u32::MAX as u64);
-                Some((g["groupName"].as_str()?.to_string(), hosts as u32))
+                Some((
+                    g["groupName"].as_str()?.to_string(),
+                    WorkerGroup::from_value(g),
+                ))
             })
             .collect();
         Self {
@@ -51,7 +84,7 @@ impl ClusterInfo {
             managed_by_rayshare: labels::get(cluster, Meta::Labels, labels::MANAGED_BY)
                 == Some(labels::MANAGER),
             digest: labels::get(cluster, Meta::Annotations, labels::CONFIG_DIGEST).map(Into::into),
-            worker_hosts,
+            worker_groups,
             created: time::parse_time(&cluster["metadata"]["creationTimestamp"]),
             last_admitted: labels::get(cluster, Meta::Annotations, labels::LAST_ADMITTED)
                 .and_then(|t| t.parse().ok()),

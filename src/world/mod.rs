@@ -17,7 +17,7 @@ use crate::domain::labels::Meta;
 pub mod kube;
 pub mod ray;
 
-pub use crate::domain::cluster::ClusterInfo;
+pub use crate::domain::cluster::{ClusterInfo, WorkerGroup};
 pub use crate::domain::events::Event;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +53,14 @@ impl WorldError {
     }
 }
 
+/// The slot a pod got, and how many claims whose pods never came it took over to keep
+/// its group's replicas complete.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Claimed {
+    pub slot: Slot,
+    pub taken_over: usize,
+}
+
 /// A request for replica/host indices for one pod of a multi-host worker group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexRequest {
@@ -60,7 +68,7 @@ pub struct IndexRequest {
     pub cluster: String,
     pub cluster_uid: String,
     pub group: String,
-    pub hosts: u32,
+    pub shape: WorkerGroup,
     pub admission_uid: String,
     pub dry_run: bool,
 }
@@ -94,7 +102,7 @@ pub trait World: Send + Sync + 'static {
         &self,
         request: &IndexRequest,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Slot, WorldError>> + Send;
+    ) -> impl Future<Output = Result<Claimed, WorldError>> + Send;
 }
 
 /// An in-memory world: what `rayshare mutate` shows, and what router tests run against.
@@ -251,7 +259,11 @@ impl World for MemoryWorld {
         self.events.lock().expect("not poisoned").push(event);
     }
 
-    async fn claim_slot(&self, r: &IndexRequest, _timeout: Duration) -> Result<Slot, WorldError> {
+    async fn claim_slot(
+        &self,
+        r: &IndexRequest,
+        _timeout: Duration,
+    ) -> Result<Claimed, WorldError> {
         if let Some(e) = &self.fail_writes {
             return Err(e.clone());
         }
@@ -259,10 +271,13 @@ impl World for MemoryWorld {
         let taken = claims
             .entry((r.namespace.clone(), r.cluster.clone(), r.group.clone()))
             .or_default();
-        let slot = indices::next_slot(taken, r.hosts);
+        let slot = indices::next_slot(taken, r.shape.hosts);
         if !r.dry_run {
             taken.insert(slot);
         }
-        Ok(slot)
+        Ok(Claimed {
+            slot,
+            taken_over: 0,
+        })
     }
 }

@@ -203,6 +203,67 @@ async fn concurrent_workers_on_two_instances_get_unique_indices() {
     );
 }
 
+/// A worker pod the API server refuses after rayshare admitted it (its container name is
+/// invalid): a tenant can make such claims at will, and a quota refusal makes them too.
+fn refused_worker(cluster: &str, group: &str) -> Pod {
+    let mut pod = worker(cluster, group, 0);
+    pod.spec.as_mut().unwrap().containers[0].name = "Not_A_DNS_Label".into();
+    pod
+}
+
+#[tokio::test]
+async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
+    const SLICE_REPLICAS: u32 = 4;
+    let config =
+        "admissionTimeoutMs: 15000\nindices:\n  claimTimeoutMs: 15000\n  claimTakeoverMs: 1000\n";
+    let env = TestEnv::new("index-gaps", config, 1).await;
+    let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "slice", "namespace": env.ns},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
+                 "workerGroupSpecs": [
+                    {"groupName": "a", "replicas": SLICE_REPLICAS, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
+    apply(&env.admin, &cluster).await;
+    let pods = Api::<Pod>::namespaced(env.admin.clone(), &env.ns);
+    // A refused pod made a claim once the instance knows the cluster.
+    let claims = env.api(&rayshare_claims(), &env.ns);
+    wait_for("the instance to claim for a refused pod", || async {
+        let refused = refused_worker("slice", "a");
+        let stored = pods.create(&PostParams::default(), &refused).await;
+        assert!(stored.is_err(), "an invalid pod was stored");
+        let n = claims.list(&ListParams::default()).await.ok()?.items.len();
+        (n > 0).then_some(())
+    })
+    .await;
+
+    // KubeRay's burst for the slice, with refused creates among it.
+    let refused_at = [0, 3, 6, 9, 12, 15];
+    let real = (SLICE_REPLICAS * HOSTS) as usize;
+    let results = futures::future::join_all((0..real + refused_at.len()).map(|i| {
+        let refused = refused_at.contains(&i);
+        let pod = if refused {
+            refused_worker("slice", "a")
+        } else {
+            worker("slice", "a", 0)
+        };
+        let pods = &pods;
+        async move { (refused, pods.create(&PostParams::default(), &pod).await) }
+    }))
+    .await;
+    for (refused, result) in results {
+        assert_eq!(result.is_err(), refused, "{result:?}");
+    }
+    // Every replica complete: the real pods fill exactly the slice's slots.
+    let taken = slots(&pods, "a").await;
+    assert_each_pair_once(&taken, SLICE_REPLICAS);
+    // By taking over the refused pods' claims, and saying so.
+    let metrics = env.instances[0].metrics().await;
+    let taken_over = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("rayshare_objects_deleted_total{kind=\"IndexClaim\"} "))
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(taken_over.is_some_and(|n| n > 0), "{metrics}");
+}
+
 fn rayshare_claims() -> kube::core::ApiResource {
     resource("coordination.k8s.io", "v1", "Lease", "leases")
 }

@@ -15,6 +15,7 @@ use super::job_index::JobIndex;
 use super::resources::{ray_cluster_resource, ray_job_resource};
 use super::{KubeWorld, Wakeups};
 use crate::config::Config;
+use crate::domain::cluster::WorkerGroup;
 use crate::domain::labels;
 use crate::health::Health;
 
@@ -159,6 +160,7 @@ impl KubeWorld {
             jobs,
             pods,
             claim_in_flight: std::time::Duration::from_secs(config.indices.claim_in_flight_seconds),
+            claim_takeover: std::time::Duration::from_millis(config.indices.claim_takeover_ms),
             events,
         });
         let wakeups = Wakeups {
@@ -204,7 +206,7 @@ fn slim_job(job: &mut DynamicObject) {
 }
 
 /// Keeps what admission, the indices and the job stopper read of a RayCluster: identity,
-/// labels, annotations, worker groups' names and hosts, its `authOptions`.
+/// labels, annotations, worker groups' shapes, its `authOptions`.
 fn slim_cluster(o: &mut DynamicObject) {
     o.managed_fields_mut().clear();
     o.annotations_mut()
@@ -215,7 +217,7 @@ fn slim_cluster(o: &mut DynamicObject) {
     spec.retain(|k, _| k == "workerGroupSpecs" || k == "authOptions");
     for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
         if let Some(g) = g.as_object_mut() {
-            g.retain(|k, _| k == "groupName" || k == "numOfHosts");
+            g.retain(|k, _| WorkerGroup::FIELDS.contains(&k.as_str()));
         }
     }
 }

@@ -18,9 +18,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::domain::indices::Slot;
 use crate::domain::labels;
-use crate::world::{ClusterInfo, Created, IndexRequest, World, WorldError};
+use crate::world::{Claimed, ClusterInfo, Created, IndexRequest, World, WorldError};
 use calls::{bounded, is_already_exists, to_world_error};
 use claims::{GroupKey, KnownClaims};
 use job_index::JobIndex;
@@ -39,6 +38,9 @@ pub struct KubeWorld {
     pods: Option<Store<Pod>>,
     /// How long an index claim counts without its pod (`indices.claimInFlightSeconds`).
     claim_in_flight: Duration,
+    /// How long a pod waits on claims in flight before taking them over
+    /// (`indices.claimTakeoverMs`).
+    claim_takeover: Duration,
     events: Option<events::EventSink>,
 }
 
@@ -201,7 +203,7 @@ impl World for KubeWorld {
         ns.annotations().get(labels::QUEUE_NAME).cloned()
     }
 
-    async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Slot, WorldError> {
+    async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Claimed, WorldError> {
         self.claim(r, timeout).await
     }
 }

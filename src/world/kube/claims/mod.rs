@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
-use kube::core::PartialObjectMeta;
 use serde_json::{Value, json};
 
 use super::KubeWorld;
@@ -15,7 +14,10 @@ use super::resources::lease_resource;
 use crate::domain::indices::{self, Slot};
 use crate::domain::labels;
 use crate::domain::labels::INDEX_CLAIM;
-use crate::world::{IndexRequest, WorldError};
+use crate::world::{Claimed, IndexRequest, WorldError};
+
+mod judge;
+use judge::{Claim, Judged, inside, judge, still_unheld};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts
 /// with nothing known.
@@ -28,15 +30,28 @@ pub(super) type GroupKey = (String, String, String, String);
 #[derive(Default)]
 pub(super) struct KnownClaims {
     taken: BTreeSet<Slot>,
+    /// Claims of the last list still waiting for their pods.
+    unheld: Vec<Claim>,
     listed: Option<Instant>,
 }
 
 /// How long a list of claims is trusted.
 const CLAIMS_KNOWN_FOR: Duration = Duration::from_secs(1);
 
+/// How often a pod waiting on claims in flight looks again.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
 impl KnownClaims {
     pub(super) fn fresh(&self) -> bool {
         self.listed.is_some_and(|t| t.elapsed() < CLAIMS_KNOWN_FOR)
+    }
+
+    /// The group's claims as just listed (under the group's lock: none of this replica's
+    /// own are in flight).
+    fn update(&mut self, judged: Judged, at: Instant) {
+        self.taken = judged.taken;
+        self.unheld = judged.unheld;
+        self.listed = Some(at);
     }
 }
 
@@ -85,11 +100,7 @@ impl KubeWorld {
     /// in-flight window whose pod is gone (KubeRay replaced it, or it never came: a
     /// rejected or forged review) is deleted here, so its slot goes to the next pod at
     /// once and a replacement keeps its slice's hostnames.
-    async fn taken_slots(
-        &self,
-        r: &IndexRequest,
-        timeout: Duration,
-    ) -> Result<BTreeSet<Slot>, WorldError> {
+    async fn list_claims(&self, r: &IndexRequest, timeout: Duration) -> Result<Judged, WorldError> {
         let deadline = Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
         let selector = format!(
@@ -122,18 +133,80 @@ impl KubeWorld {
             .collect();
         let judged = judge(&claims, &r.cluster_uid, &held, self.claim_in_flight);
         // A dry run has no side effects, not even tidying.
-        for stale in judged.stale.iter().filter(|_| !r.dry_run) {
-            // Only exactly the claim we judged: a fresh claim of the slot survives.
+        if !r.dry_run {
+            self.release(r, &judged.stale, left()).await;
+        }
+        Ok(judged)
+    }
+
+    /// Deletes exactly these claims (a newer claim of the same slot survives).
+    async fn release(&self, r: &IndexRequest, claims: &[Claim], timeout: Duration) {
+        let leases: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &r.namespace, &lease_resource());
+        let deadline = Instant::now() + timeout;
+        for claim in claims {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
-                    uid: Some(stale.uid.clone()),
-                    resource_version: Some(stale.resource_version.clone()),
+                    uid: Some(claim.uid.clone()),
+                    resource_version: Some(claim.resource_version.clone()),
                 }),
                 ..DeleteParams::default()
             };
-            let _ = bounded(left(), leases.delete(&stale.name, &params)).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = bounded(left, leases.delete(&claim.name, &params)).await;
         }
-        Ok(judged.taken)
+    }
+
+    /// The pod's lowest free slot would open a replica past the group's count while
+    /// claims inside it still wait for their pods. Waits for those pods; claims whose pod
+    /// has not come within `claimTakeoverMs` are taken over (deleted, so their slots are
+    /// free), if the budget leaves time to claim after. `known` is fresh on return.
+    async fn settle_gaps(
+        &self,
+        r: &IndexRequest,
+        known: &mut KnownClaims,
+        deadline: Instant,
+    ) -> Result<usize, WorldError> {
+        /// Time kept for the claim itself after waiting.
+        const RESERVE: Duration = Duration::from_millis(500);
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let since = Instant::now();
+        known.update(self.list_claims(r, left()).await?, since);
+        let doubted = inside(&known.unheld, r.shape);
+        if doubted.is_empty() {
+            return Ok(0);
+        }
+        let take_over_at = since + self.claim_takeover;
+        let may_take_over = take_over_at + RESERVE <= deadline;
+        let give_up = take_over_at.min(deadline.checked_sub(RESERVE).unwrap_or(since));
+        loop {
+            tokio::time::sleep(WAIT_POLL.min(give_up.saturating_duration_since(Instant::now())))
+                .await;
+            let at = Instant::now();
+            known.update(self.list_claims(r, left()).await?, at);
+            let still = still_unheld(&doubted, &known.unheld);
+            if still.is_empty() {
+                return Ok(0);
+            }
+            if at < give_up {
+                continue;
+            }
+            if !may_take_over {
+                return Ok(0);
+            }
+            tracing::info!(
+                namespace = %r.namespace, cluster = %r.cluster, group = %r.group,
+                claims = still.len(), "taking over index claims whose pods did not come"
+            );
+            self.release(r, &still, left()).await;
+            for claim in &still {
+                known.taken.remove(&claim.slot);
+            }
+            known
+                .unheld
+                .retain(|c| !still.iter().any(|s| s.uid == c.uid));
+            return Ok(still.len());
+        }
     }
 
     /// Lists the group's claims (unless listed a moment ago), then creates the claim of
@@ -145,7 +218,7 @@ impl KubeWorld {
         &self,
         r: &IndexRequest,
         timeout: Duration,
-    ) -> Result<Slot, WorldError> {
+    ) -> Result<Claimed, WorldError> {
         const RELIST_EVERY: u32 = 8;
         let deadline = Instant::now() + timeout;
         let remaining = || deadline.saturating_duration_since(Instant::now());
@@ -167,158 +240,37 @@ impl KubeWorld {
             .map_err(|_| WorldError::Timeout)?;
         if !known.fresh() {
             let at = Instant::now();
-            known.taken = self.taken_slots(r, remaining()).await?;
-            known.listed = Some(at);
+            let judged = self.list_claims(r, remaining()).await?;
+            known.update(judged, at);
         }
+        let mut settled = false;
+        let mut taken_over = 0;
         for lost in 1.. {
-            let slot = indices::next_slot(&known.taken, r.hosts);
+            let mut slot = indices::next_slot(&known.taken, r.shape.hosts);
             if r.dry_run {
-                return Ok(slot);
+                return Ok(Claimed { slot, taken_over });
+            }
+            if !settled && indices::overflows(slot, r.shape) {
+                settled = true;
+                taken_over = self.settle_gaps(r, &mut known, deadline).await?;
+                slot = indices::next_slot(&known.taken, r.shape.hosts);
             }
             let won = self
                 .try_create(&Self::claim_object(r, slot), remaining())
                 .await?;
             known.taken.insert(slot);
             if won {
-                return Ok(slot);
+                return Ok(Claimed { slot, taken_over });
             }
             if lost % RELIST_EVERY == 0 {
                 let at = Instant::now();
-                let listed = self.taken_slots(r, remaining()).await?;
-                known.taken.extend(listed);
-                known.listed = Some(at);
+                let judged = self.list_claims(r, remaining()).await?;
+                known.update(judged, at);
             }
             if remaining().is_zero() {
                 break;
             }
         }
         Err(WorldError::Timeout)
-    }
-}
-
-/// One claim Lease, as the claim logic reads it.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Claim {
-    pub name: String,
-    pub uid: String,
-    pub resource_version: String,
-    pub slot: Slot,
-    /// The RayCluster that owns it (its uid).
-    pub owner: Option<String>,
-    pub age: Duration,
-}
-
-impl Claim {
-    fn read(o: &PartialObjectMeta<DynamicObject>) -> Option<Self> {
-        let m = &o.metadata;
-        Some(Self {
-            name: m.name.clone()?,
-            uid: m.uid.clone().unwrap_or_default(),
-            resource_version: m.resource_version.clone().unwrap_or_default(),
-            slot: Slot::of_labels(m.labels.as_ref()?)?,
-            owner: m
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.kind == "RayCluster")
-                .map(|o| o.uid.clone()),
-            age: super::calls::age(m),
-        })
-    }
-}
-
-/// What a group's claims mean for the next claim.
-#[derive(Debug, Default, PartialEq)]
-pub(super) struct Judged {
-    pub taken: BTreeSet<Slot>,
-    /// Claims no pod holds, past the in-flight window: to delete.
-    pub stale: Vec<Claim>,
-}
-
-/// Sorts a group's claims: another cluster's (same name, other uid) do not count; a claim
-/// counts while a live pod holds its slot or while its pod may still be on its way.
-pub(super) fn judge(
-    claims: &[Claim],
-    cluster_uid: &str,
-    held: &BTreeSet<Slot>,
-    in_flight: Duration,
-) -> Judged {
-    let mut judged = Judged::default();
-    for claim in claims {
-        let other_cluster = !cluster_uid.is_empty()
-            && claim
-                .owner
-                .as_deref()
-                .is_some_and(|owner| owner != cluster_uid);
-        if other_cluster {
-            continue;
-        }
-        if held.contains(&claim.slot) || claim.age < in_flight {
-            judged.taken.insert(claim.slot);
-        } else {
-            judged.stale.push(claim.clone());
-        }
-    }
-    judged
-}
-
-#[cfg(test)]
-mod tests {
-    use rstest::rstest;
-
-    use super::*;
-
-    fn claim(replica: u32, host: u32, owner: &str, age_s: u64) -> Claim {
-        Claim {
-            name: format!("c-{replica}-{host}"),
-            uid: format!("u-{replica}-{host}"),
-            resource_version: "1".into(),
-            slot: Slot { replica, host },
-            owner: (!owner.is_empty()).then(|| owner.to_string()),
-            age: Duration::from_secs(age_s),
-        }
-    }
-
-    fn slots(list: &[(u32, u32)]) -> BTreeSet<Slot> {
-        list.iter()
-            .map(|&(replica, host)| Slot { replica, host })
-            .collect()
-    }
-
-    const IN_FLIGHT: Duration = Duration::from_secs(10);
-
-    #[rstest]
-    #[case::held_by_a_pod(claim(0, 1, "c1", 300), &[(0, 1)], &[(0, 1)], 0)]
-    #[case::pod_on_its_way(claim(0, 1, "c1", 2), &[], &[(0, 1)], 0)]
-    #[case::pod_gone(claim(1, 2, "c1", 300), &[], &[], 1)]
-    #[case::earlier_cluster(claim(0, 0, "old", 300), &[(0, 0)], &[], 0)]
-    #[case::owner_unknown(claim(0, 0, "", 2), &[], &[(0, 0)], 0)]
-    fn claims_are_judged(
-        #[case] c: Claim,
-        #[case] held: &[(u32, u32)],
-        #[case] taken: &[(u32, u32)],
-        #[case] stale: usize,
-    ) {
-        let judged = judge(&[c], "c1", &slots(held), IN_FLIGHT);
-        assert_eq!(judged.taken, slots(taken));
-        assert_eq!(judged.stale.len(), stale);
-    }
-
-    #[test]
-    fn a_replaced_worker_finds_its_slot_free() {
-        // Three replicas of two hosts; the pod of (1, 0) was deleted a moment ago.
-        let claims: Vec<Claim> = (0..3)
-            .flat_map(|r| (0..2).map(move |h| claim(r, h, "c1", 120)))
-            .collect();
-        let held = slots(&[(0, 0), (0, 1), (1, 1), (2, 0), (2, 1)]);
-        let judged = judge(&claims, "c1", &held, IN_FLIGHT);
-        assert_eq!(
-            indices::next_slot(&judged.taken, 2),
-            Slot {
-                replica: 1,
-                host: 0
-            }
-        );
-        assert_eq!(judged.stale.len(), 1);
     }
 }
