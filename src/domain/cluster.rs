@@ -19,6 +19,8 @@ pub struct ClusterInfo {
     pub created: Option<Timestamp>,
     /// When a job was last admitted onto it (rayshare's stamp).
     pub last_admitted: Option<Timestamp>,
+    /// When its last active job ended or was deleted (rayshare's stamp).
+    pub last_active: Option<Timestamp>,
     /// Its idle-TTL annotation, as written.
     pub idle_ttl: Option<String>,
     /// Being deleted (has a deletionTimestamp).
@@ -87,6 +89,8 @@ impl ClusterInfo {
             worker_groups,
             created: time::parse_time(&cluster["metadata"]["creationTimestamp"]),
             last_admitted: labels::get(cluster, Meta::Annotations, labels::LAST_ADMITTED)
+                .and_then(|t| t.parse().ok()),
+            last_active: labels::get(cluster, Meta::Annotations, labels::LAST_ACTIVE)
                 .and_then(|t| t.parse().ok()),
             idle_ttl: labels::get(cluster, Meta::Annotations, labels::IDLE_TTL).map(Into::into),
             deleting: cluster["metadata"]["deletionTimestamp"].is_string(),

@@ -31,6 +31,10 @@ pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 /// Annotation on a shared cluster: the creation time of its newest job (RFC 3339), the
 /// reclaimer's idle clock.
 pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
+/// Annotation on a shared cluster: when its last active job ended or was deleted, as the
+/// RayJob watch saw it (RFC 3339). A deleted job leaves no end time behind: without
+/// this, a cluster whose long job was cancelled would count as idle since that job began.
+pub const LAST_ACTIVE: &str = "rayshare.io/last-active";
 /// Annotation set by the reclaimer on an idle cluster it will delete after the quiet period.
 pub const RECLAIM_MARKED: &str = "rayshare.io/reclaim-marked-at";
 

@@ -16,7 +16,7 @@ use crate::domain::labels::Meta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use crate::domain::labels::{LAST_ADMITTED, RECLAIM_MARKED as MARKED};
+use crate::domain::labels::{LAST_ACTIVE, LAST_ADMITTED, RECLAIM_MARKED as MARKED};
 
 /// KubeRay job deployment states after which a job no longer needs its cluster.
 const TERMINAL: [&str; 3] = ["Complete", "Failed", "ValidationFailed"];
@@ -147,6 +147,34 @@ pub fn refresh(
     Some(serde_json::json!({ "metadata": { "annotations": annotations } }))
 }
 
+/// The stamp for a live shared cluster whose last active job ended or went at `at`.
+/// `None`: not rayshare's, going anyway, or stamped as late already.
+pub fn went_idle(cluster: &crate::domain::cluster::ClusterInfo, at: Timestamp) -> Option<Value> {
+    if !cluster.managed_by_rayshare || cluster.deleting || cluster.last_active >= Some(at) {
+        return None;
+    }
+    let annotations = serde_json::json!({ LAST_ACTIVE: at.to_string() });
+    Some(serde_json::json!({ "metadata": { "annotations": annotations } }))
+}
+
+/// When a cluster's idle time starts: the latest of its creation, the last admission onto
+/// it, the end of its last active job (stamped, for jobs deleted since) and the latest end
+/// among its stored jobs.
+pub fn idle_since(
+    cluster: &crate::domain::cluster::ClusterInfo,
+    last_job_end: Option<Timestamp>,
+) -> Option<Timestamp> {
+    [
+        cluster.created,
+        cluster.last_admitted,
+        cluster.last_active,
+        last_job_end,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +201,67 @@ mod tests {
             decide(jobs, t(since), Duration::from_secs(ttl), t(now)).state(),
             state
         );
+    }
+
+    fn shared(last_active: Option<&str>) -> crate::domain::cluster::ClusterInfo {
+        crate::domain::cluster::ClusterInfo {
+            managed_by_rayshare: true,
+            created: Some(t("2026-01-01T00:00:00Z")),
+            last_admitted: Some(t("2026-01-01T00:10:00Z")),
+            last_active: last_active.map(t),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_idle_clock_starts_when_the_last_job_went() {
+        // A 45-minute job, cancelled (deleted: no end time left) with a 30-minute TTL.
+        let went = t("2026-01-01T00:55:00Z");
+        let patch = went_idle(&shared(None), went).expect("stamped");
+        assert_eq!(
+            patch["metadata"]["annotations"][LAST_ACTIVE],
+            "2026-01-01T00:55:00Z"
+        );
+        let stamped = shared(Some("2026-01-01T00:55:00Z"));
+        let since = idle_since(&stamped, None).unwrap();
+        let ttl = Duration::from_secs(1800);
+        assert_eq!(
+            decide(0, since, ttl, t("2026-01-01T01:00:00Z")).state(),
+            "idle"
+        );
+        assert_eq!(
+            decide(0, since, ttl, t("2026-01-01T01:25:01Z")).state(),
+            "expired"
+        );
+        // Without the stamp the cluster would have counted as idle since the admission.
+        let unstamped = idle_since(&shared(None), None).unwrap();
+        assert_eq!(
+            decide(0, unstamped, ttl, t("2026-01-01T01:00:00Z")).state(),
+            "expired"
+        );
+        // A later stored job end still counts.
+        let end = t("2026-01-01T01:00:00Z");
+        assert_eq!(idle_since(&stamped, Some(end)), Some(end));
+    }
+
+    #[rstest]
+    #[case::not_ours(false, false, None, false)]
+    #[case::deleting(true, true, None, false)]
+    #[case::stamped_later(true, false, Some("2026-01-01T01:00:00Z"), false)]
+    #[case::stamped_earlier(true, false, Some("2026-01-01T00:20:00Z"), true)]
+    fn who_gets_the_last_active_stamp(
+        #[case] ours: bool,
+        #[case] deleting: bool,
+        #[case] last_active: Option<&str>,
+        #[case] stamped: bool,
+    ) {
+        let cluster = crate::domain::cluster::ClusterInfo {
+            managed_by_rayshare: ours,
+            deleting,
+            ..shared(last_active)
+        };
+        let at = t("2026-01-01T00:55:00Z");
+        assert_eq!(went_idle(&cluster, at).is_some(), stamped);
     }
 
     #[rstest]

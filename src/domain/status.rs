@@ -129,11 +129,7 @@ fn cluster(c: &Value, jobs: &[&Value], default_ttl: u64, now: Timestamp) -> Clus
     }
     active.sort();
     let info = crate::domain::cluster::ClusterInfo::from_value(c);
-    let since = [info.created, info.last_admitted, last_end]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(now);
+    let since = reclaim::idle_since(&info, last_end).unwrap_or(now);
     let ttl = reclaim::ttl(info.idle_ttl.as_deref(), default_ttl);
     let decision = reclaim::decide(active.len(), since, ttl, now);
     let state = if info.deleting {

@@ -12,6 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use super::{for_each_page, is_conflict, is_not_found, list_metadata};
 use crate::cause::Cause;
 use crate::config::Config;
+use crate::domain::cluster::ClusterInfo;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::reclaim::{self, Decision, Step};
 use crate::domain::{labels, pool};
@@ -88,15 +89,8 @@ async fn try_pass(
         let u = usage
             .remove(&(ns.clone(), name.clone()))
             .unwrap_or_default();
-        let stamp = annotations
-            .get(labels::LAST_ADMITTED)
-            .and_then(|t| t.parse().ok());
-        let created = meta.creation_timestamp.as_ref().map(|t| t.0);
-        let since = [created, stamp, u.last_end]
-            .into_iter()
-            .flatten()
-            .max()
-            .unwrap_or(now);
+        let info = ClusterInfo::from_value(&serde_json::json!({ "metadata": meta }));
+        let since = reclaim::idle_since(&info, u.last_end).unwrap_or(now);
         let ttl = reclaim::ttl(
             annotations.get(labels::IDLE_TTL).map(String::as_str),
             cfg.idle_ttl_seconds,
@@ -119,7 +113,13 @@ async fn try_pass(
         let quiet = Duration::from_secs(cfg.quiet_seconds);
         let step = reclaim::step(&decision, marked, quiet, now);
         let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
-        let glance = pool::labels(digest, u.active, stamp.max(created), &decision, now);
+        let glance = pool::labels(
+            digest,
+            u.active,
+            info.last_admitted.max(info.created),
+            &decision,
+            now,
+        );
         let label_patch = pool::label_patch(&meta.labels.clone().unwrap_or_default(), &glance);
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());

@@ -98,6 +98,7 @@ async fn look(
 ) {
     let jobs = active_jobs(world, key);
     if jobs.is_empty() {
+        stamp_last_active(world, config, metrics, key).await;
         return;
     }
     let reclaim_cfg = &config.reclaim;
@@ -138,6 +139,22 @@ async fn look(
                 made.insert(key.clone(), Instant::now());
             }
         }
+    }
+}
+
+/// The cluster's last active job just ended or went: its idle clock starts now, not at
+/// that job's admission.
+async fn stamp_last_active(world: &KubeWorld, config: &Config, metrics: &Metrics, key: &Key) {
+    let (ns, name) = key;
+    let Some(went) = world.went_idle(ns, name) else {
+        return;
+    };
+    let Some(cluster) = world.cached_cluster(ns, name) else {
+        return;
+    };
+    let info = ClusterInfo::from_value(&serde_json::to_value(cluster.as_ref()).unwrap_or_default());
+    if let Some(patch) = reclaim::went_idle(&info, went) {
+        stamp(world, config, metrics, key, &patch).await;
     }
 }
 

@@ -71,6 +71,58 @@ async fn idle_clusters_are_reclaimed_and_busy_ones_kept() {
         .await;
 }
 
+/// A job that ran longer than the TTL and was then cancelled (its RayJob deleted: no end
+/// time is left behind) keeps its cluster for a whole TTL after it went.
+#[tokio::test]
+async fn the_idle_clock_starts_when_a_cancelled_job_goes() {
+    const TTL: u64 = 6;
+    let config = format!(
+        "reclaim:\n  idleTtlSeconds: {TTL}\n  intervalSeconds: 1\n  quietSeconds: 1\n  namespaces: [e2e-cancel]\n"
+    );
+    let env = TestEnv::new("cancel", &config, 1).await;
+    let cluster =
+        selected(&create_job(&env, "rayjob-run-a.yaml", "long", json!({})).await).unwrap();
+    wait_for("the provisioner to make the cluster", || {
+        cluster_uid(&env, &cluster)
+    })
+    .await;
+    // The job's age is the input here: it must outlive the TTL while it runs.
+    tokio::time::sleep(Duration::from_secs(TTL + 1)).await;
+    let cancelled = k8s_openapi::jiff::Timestamp::now();
+    env.api(&ray_job_resource(), &env.ns)
+        .delete("long", &Default::default())
+        .await
+        .unwrap();
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    let annotation = |c: &kube::api::DynamicObject, k: &str| {
+        c.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(k).cloned())
+    };
+    let stamp = wait_for("the cluster to be stamped when its job went", || async {
+        let c = clusters.get(&cluster).await.ok()?;
+        annotation(&c, "rayshare.io/last-active")
+    })
+    .await;
+    let stamp: k8s_openapi::jiff::Timestamp = stamp.parse().unwrap();
+    assert!(
+        stamp >= cancelled - Duration::from_secs(1),
+        "{stamp} < {cancelled}"
+    );
+    // Whole reclaim passes since: the cluster was judged idle, not expired.
+    env.instances[0].wait_passes("RayCluster", 2).await;
+    let c = clusters.get(&cluster).await.unwrap();
+    assert!(c.metadata.deletion_timestamp.is_none());
+    assert_eq!(annotation(&c, "rayshare.io/reclaim-marked-at"), None);
+    // And reclaimed once the TTL has passed since the job went.
+    wait_for(
+        "the cluster to be reclaimed a TTL after its job went",
+        || async { cluster_uid(&env, &cluster).await.is_none().then_some(()) },
+    )
+    .await;
+}
+
 /// Admission raced against reclamation, many times: every admitted job's cluster exists
 /// while the job is active.
 #[tokio::test]

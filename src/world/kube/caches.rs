@@ -133,7 +133,12 @@ impl KubeWorld {
                 .modify(slim_job)
                 .reflect(writer)
                 .inspect_ok(move |event| {
-                    if let watcher::Event::Apply(job) | watcher::Event::InitApply(job) = event
+                    // The index first: the provisioner reads it when woken.
+                    feed.apply(event.clone());
+                    // Stored or gone: the provisioner makes, stamps or starts the idle clock.
+                    if let watcher::Event::Apply(job)
+                    | watcher::Event::InitApply(job)
+                    | watcher::Event::Delete(job) = event
                         && let Some(key) = JobIndex::selected(job)
                     {
                         let _ = wake.send(key);
@@ -147,7 +152,6 @@ impl KubeWorld {
                     if let Some(key) = over.and_then(JobIndex::selected) {
                         let _ = stop.send(key);
                     }
-                    feed.apply(event.clone());
                 });
             drive("RayJob", stream);
             (index, reader)

@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
@@ -32,6 +33,9 @@ struct JobIndexState {
     pending_len: usize,
     /// When `pending` was last swept of expired entries.
     swept: Option<Instant>,
+    /// (namespace, cluster) -> when its last active job ended or went, until the
+    /// provisioner stamps it.
+    went_idle: HashMap<(String, String), Timestamp>,
 }
 
 /// Most admissions remembered over all clusters: a forged review can name any namespace
@@ -48,11 +52,15 @@ impl JobIndexState {
                 jobs.remove(&job);
                 if jobs.is_empty() {
                     self.by_cluster.remove(&key);
+                    if self.went_idle.len() < MAX_PENDING_TOTAL {
+                        self.went_idle.insert(key, Timestamp::now());
+                    }
                 }
             }
         }
         if let Some(cluster) = cluster {
             let key = (ns.clone(), cluster.clone());
+            self.went_idle.remove(&key);
             if let Some(pending) = self.pending.get_mut(&key) {
                 pending.seen(&job);
             }
@@ -134,12 +142,25 @@ impl JobIndex {
             watcher::Event::InitDone => {
                 let fresh = std::mem::take(&mut s.relisting);
                 s.active.clear();
-                s.by_cluster.clear();
+                let before = std::mem::take(&mut s.by_cluster);
                 for (key, cluster) in fresh {
                     s.set(key, Some(cluster));
                 }
+                // Their last jobs went while the watch was away.
+                for key in before.into_keys() {
+                    if !s.by_cluster.contains_key(&key) && s.went_idle.len() < MAX_PENDING_TOTAL {
+                        s.went_idle.insert(key, Timestamp::now());
+                    }
+                }
             }
         }
+    }
+
+    /// When the cluster's last active job ended or went, once (the provisioner stamps it).
+    pub fn went_idle(&self, namespace: &str, cluster: &str) -> Option<Timestamp> {
+        let mut s = self.state.lock().expect("not poisoned");
+        let key = (namespace.to_string(), cluster.to_string());
+        s.went_idle.remove(&key)
     }
 
     /// Active jobs on a cluster: the watch's, plus admitted ones it has not shown yet.
@@ -213,6 +234,32 @@ mod tests {
         // A job moved to another cluster counts there only.
         index.apply(Event::Apply(job("b", "c2", "Running")));
         assert_eq!((index.count("ns", "c1"), index.count("ns", "c2")), (0, 1));
+    }
+
+    #[test]
+    fn a_cluster_goes_idle_when_its_last_active_job_ends_or_goes() {
+        let index = JobIndex::default();
+        index.apply(Event::Apply(job("a", "c1", "Running")));
+        index.apply(Event::Apply(job("b", "c1", "Running")));
+        index.apply(Event::Delete(job("a", "c1", "Running")));
+        assert_eq!(index.went_idle("ns", "c1"), None, "b still runs");
+        let before = Timestamp::now();
+        index.apply(Event::Delete(job("b", "c1", "Running")));
+        let went = index.went_idle("ns", "c1").expect("the last job went");
+        assert!(went >= before);
+        assert_eq!(index.went_idle("ns", "c1"), None, "told once");
+        // A job that ends (rather than goes) counts too; a new job cancels the news.
+        index.apply(Event::Apply(job("c", "c2", "Running")));
+        index.apply(Event::Apply(job("c", "c2", "Complete")));
+        index.apply(Event::Apply(job("d", "c2", "Running")));
+        assert_eq!(index.went_idle("ns", "c2"), None);
+        // Deleting a job that was over already is no news.
+        index.apply(Event::Delete(job("c", "c2", "Complete")));
+        assert_eq!(index.went_idle("ns", "c2"), None);
+        // A relist that no longer shows a cluster's jobs: they went while it was away.
+        index.apply(Event::Init);
+        index.apply(Event::InitDone);
+        assert!(index.went_idle("ns", "c2").is_some());
     }
 
     #[test]

@@ -71,6 +71,15 @@ impl KubeWorld {
             .unwrap_or_default()
     }
 
+    /// When a shared cluster's last active job ended or went, once.
+    pub fn went_idle(
+        &self,
+        namespace: &str,
+        cluster: &str,
+    ) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.jobs.as_ref()?.0.went_idle(namespace, cluster)
+    }
+
     /// The stored pods that want a PodGroup from rayshare.
     pub fn stored_pods(&self) -> Vec<Arc<Pod>> {
         self.pods.as_ref().map(|s| s.state()).unwrap_or_default()
