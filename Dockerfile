@@ -1,14 +1,17 @@
 # syntax=docker/dockerfile:1
 # rayshare image: static-ish Rust binary on distroless (glibc + libgcc, no shell).
-#   docker build -t rayshare:dev .
+#   docker build -t rayshare:dev --build-arg RAYSHARE_REVISION=$(git rev-parse --short=12 HEAD) .
 # Runs as 65532 (nonroot); the Helm chart mounts the TLS Secret at /etc/rayshare/tls and
 # the config at /etc/rayshare/config/config.yaml.
 
 FROM rust:1-bookworm AS builder
 WORKDIR /src
 # Only what the build needs (keeps the context and the layer cache small).
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY src ./src
+# The context has no .git: the revision `--version` and rayshare_build_info report.
+ARG RAYSHARE_REVISION=unknown
+ENV RAYSHARE_REVISION=${RAYSHARE_REVISION}
 # The manifest names the benchmarks explicitly, so cargo wants their files to exist.
 COPY benches ./benches
 # Cache mounts (BuildKit) keep the crate registry and target dir between builds.

@@ -6,10 +6,26 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// rayshare's version, from Cargo.toml.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The git commit this binary was built from (12 hex digits), or `unknown` when it was built
+/// without git, without `.git`, or without build.rs (see build.rs).
+pub const REVISION: &str = match option_env!("RAYSHARE_REVISION") {
+    Some(revision) => revision,
+    None => "unknown",
+};
+
+/// What `rayshare --version` prints after the name: `0.1.0 (revision 0123456789ab)`.
+pub fn long_version() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| format!("{VERSION} (revision {REVISION})"))
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "rayshare",
-    version,
+    version = long_version(),
     about = "Shared Ray clusters, Volcano PodGroups and multi-host indices, at admission time"
 )]
 pub struct Cli {
@@ -184,4 +200,27 @@ pub struct StatusArgs {
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: StatusOutput,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn version_names_the_revision() {
+        let err = Cli::try_parse_from(["rayshare", "--version"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        let text = err.render().to_string();
+        assert_eq!(
+            text.trim_end(),
+            format!("rayshare {VERSION} (revision {REVISION})")
+        );
+        // git's 12 hex digits, `unknown`, or what the build's RAYSHARE_REVISION said.
+        assert!(
+            !REVISION.is_empty() && !REVISION.contains(char::is_whitespace),
+            "{REVISION:?}"
+        );
+    }
 }

@@ -19,6 +19,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod offline;
+pub mod process_metrics;
 pub(crate) mod reconcile;
 pub mod status;
 pub mod world;

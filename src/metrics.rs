@@ -49,6 +49,13 @@ pub struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    /// The git commit, 12 hex digits, or `unknown` (see build.rs).
+    pub revision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
     /// Not `namespace`: Prometheus gives scraped series the scrape target's `namespace`.
     pub cluster_namespace: String,
@@ -56,6 +63,8 @@ pub struct ClusterLabels {
 }
 
 pub struct Metrics {
+    /// Unprefixed: Prometheus' `process_*` metrics; rayshare's own are in its `rayshare`
+    /// sub-registry.
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
     pub duration: Family<LatencyLabels, Histogram, fn() -> Histogram>,
@@ -82,7 +91,21 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("rayshare");
+        let mut root = Registry::default();
+        root.register_collector(Box::new(crate::process_metrics::ProcessCollector::default()));
+        let registry = root.sub_registry_with_prefix("rayshare");
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: crate::cli::VERSION,
+                revision: crate::cli::REVISION,
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "1, labelled with the version and the git revision rayshare was built from",
+            build_info,
+        );
         registry.register_collector(Box::new(DroppedLogLines));
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -207,7 +230,7 @@ impl Default for Metrics {
             events_dropped.clone(),
         );
         Self {
-            registry,
+            registry: root,
             events,
             events_dropped,
             ray_jobs_stopped,
@@ -275,5 +298,50 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    #[test]
+    fn exports_build_info_and_keeps_the_rayshare_prefix() {
+        let text = Metrics::default().encode();
+        let build_info = format!(
+            "rayshare_build_info{{version=\"{}\",revision=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION"),
+            crate::cli::REVISION
+        );
+        assert!(text.contains(&build_info), "{text}");
+        assert!(
+            text.contains("# TYPE rayshare_log_lines_dropped counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE rayshare_admission_in_flight gauge\n"),
+            "{text}"
+        );
+    }
+
+    /// Prometheus' process metrics, unprefixed, with plausible values.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn exports_process_metrics() {
+        let text = Metrics::default().encode();
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+                .parse()
+                .unwrap()
+        };
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        assert!(value("process_resident_memory_bytes") > 0.0);
+        assert!(value("process_virtual_memory_bytes") > 0.0);
+        assert!(value("process_open_fds") > 0.0);
+        assert!(value("process_max_fds") >= value("process_open_fds"));
+        assert!(value("process_start_time_seconds") > 1.5e9);
+        assert!(!text.contains("rayshare_process_"), "{text}");
     }
 }

@@ -12,8 +12,13 @@
 //     parser, and every metric it reads must be in one of the given expositions (a live
 //     rayshare, the real kube-apiserver), with every label it matches or groups by known.
 //
+//   - every alert has a `runbook_url` annotation pointing at a section of docs/runbooks.md
+//     (an http(s) URL of that file whose #anchor is the GitHub anchor of one of its headings);
+//     -runbooks names the file, else docs/runbooks.md is looked for in the working directory
+//     and its parents.
+//
 //     monitorcheck -manifests render.yaml -metrics rayshare.txt -metrics apiserver.txt \
-//     -rules-out rules.yaml
+//     -rules-out rules.yaml [-runbooks docs/runbooks.md]
 package main
 
 import (
@@ -56,18 +61,27 @@ func main() {
 	manifests := flag.String("manifests", "", "rendered chart (multi-document YAML)")
 	rulesOut := flag.String("rules-out", "", "write the PrometheusRule's groups here (a Prometheus rule file)")
 	flag.Var(&metricFiles, "metrics", "a /metrics exposition (repeatable)")
+	runbooks := flag.String("runbooks", "", "the runbooks the alerts' runbook_url must point into (default: "+runbookFile+" in the working directory or above)")
 	flag.Parse()
 	if *manifests == "" || *rulesOut == "" || len(metricFiles) == 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*manifests, *rulesOut, metricFiles); err != nil {
+	if err := run(*manifests, *rulesOut, *runbooks, metricFiles); err != nil {
 		fmt.Fprintf(os.Stderr, "monitorcheck: FAIL: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(manifests, rulesOut string, metricFiles []string) error {
+func run(manifests, rulesOut, runbooks string, metricFiles []string) error {
+	runbooks, err := findRunbooks(runbooks)
+	if err != nil {
+		return err
+	}
+	markdown, err := os.ReadFile(runbooks)
+	if err != nil {
+		return err
+	}
 	known := exposition{}
 	for _, f := range metricFiles {
 		if err := known.read(f); err != nil {
@@ -91,7 +105,7 @@ func run(manifests, rulesOut string, metricFiles []string) error {
 	if err != nil {
 		return err
 	}
-	groups, ruleExprs, err := ruleGroups(rules[0])
+	groups, ruleExprs, runbookURLs, err := ruleGroups(rules[0])
 	if err != nil {
 		return err
 	}
@@ -102,11 +116,12 @@ func run(manifests, rulesOut string, metricFiles []string) error {
 	for _, e := range exprs {
 		problems = append(problems, known.check(e)...)
 	}
+	problems = append(problems, checkRunbooks(runbookURLs, anchors(markdown), runbooks)...)
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "\n  "))
 	}
-	fmt.Printf("monitorcheck: OK: dashboard and %d rule expressions (%d in all) parse and read only known metrics and labels\n",
-		len(ruleExprs), len(exprs))
+	fmt.Printf("monitorcheck: OK: dashboard and %d rule expressions (%d in all) parse and read only known metrics and labels; %d alerts link a section of %s\n",
+		len(ruleExprs), len(exprs), len(runbookURLs), runbooks)
 	return nil
 }
 
@@ -246,23 +261,30 @@ func dashboardExprs(raw []byte) ([]expr, error) {
 	return out, nil
 }
 
-func ruleGroups(doc []byte) ([]byte, []expr, error) {
+// ruleGroups returns the rule groups (a Prometheus rule file), the alerts' expressions and
+// their runbook_url annotations by alert name ("" where there is none).
+func ruleGroups(doc []byte) ([]byte, []expr, map[string]string, error) {
 	var rule monitoringv1.PrometheusRule
 	if err := yaml.UnmarshalStrict(doc, &rule); err != nil {
-		return nil, nil, fmt.Errorf("PrometheusRule (strict, Prometheus Operator types): %w", err)
+		return nil, nil, nil, fmt.Errorf("PrometheusRule (strict, Prometheus Operator types): %w", err)
 	}
 	var out []expr
+	runbooks := map[string]string{}
 	for _, g := range rule.Spec.Groups {
 		for _, r := range g.Rules {
 			name := r.Alert + r.Record
 			if r.Alert == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" || r.Labels["severity"] == "" {
-				return nil, nil, fmt.Errorf("rule %q: every rule is an alert with a severity, a summary and a description", name)
+				return nil, nil, nil, fmt.Errorf("rule %q: every rule is an alert with a severity, a summary and a description", name)
 			}
+			if _, dup := runbooks[name]; dup {
+				return nil, nil, nil, fmt.Errorf("alert %q is defined twice", name)
+			}
+			runbooks[name] = r.Annotations["runbook_url"]
 			out = append(out, expr{"alert " + name, r.Expr.String()})
 		}
 	}
 	groups, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
-	return groups, out, err
+	return groups, out, runbooks, err
 }
 
 // built is err, except the empty error list the SDK's UnmarshalJSONStrict returns (as a
