@@ -11,7 +11,10 @@ use crate::domain::events::{self, Event, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::shared_cluster::{self, MAX_POOL, PlanError, job_life, member_name};
-use crate::world::World;
+use crate::world::{ClusterInfo, World};
+
+/// Missing members in a row after which no further member is looked for.
+const LOOK_PAST_MISSING: u32 = 4;
 
 /// What admission makes of one pool member.
 enum Member {
@@ -55,10 +58,21 @@ impl<W: World> Work<'_, W> {
             }
             Ok(shared_cluster::Plan::Rewrite(r)) => r,
         };
+        // The lowest member that exists and has room; else the lowest missing one (made
+        // once the job is stored). A warm member is worth more than a low index: with
+        // member 0 reclaimed and member 1 idle, the job goes to 1, not to a cold start.
+        let mut missing = None;
+        let mut misses = 0;
         for index in 0..MAX_POOL {
             let name = member_name(&rewrite.name, index);
-            match self.judge(&name, &rewrite.digest).await {
-                Member::Next => continue,
+            // Past a missing member only the cache is asked: no API read per index.
+            let member = match missing {
+                None => self.judge(&name, &rewrite.digest).await,
+                Some(_) => self.judge_cached(&name, &rewrite.digest),
+            };
+            match member {
+                Member::Next => misses = 0,
+                Member::Conflict if missing.is_some() => misses = 0,
                 Member::Conflict => {
                     let msg = format!(
                         "rayshare: RayJob left unchanged: a RayCluster named {name} exists that rayshare did not create for this config"
@@ -66,42 +80,54 @@ impl<W: World> Work<'_, W> {
                     self.job_event(true, "SharedClusterFailed", &msg, None);
                     return self.fail(Cause::NameConflict, msg, false);
                 }
-                Member::Use(exists) => {
-                    let member = rewrite.into_member(index);
-                    if !self.req.dry_run {
-                        let others = self.world.active_jobs(&self.namespace, &member.name);
-                        let note = events::moved_to_shared_cluster(&member.name, exists, others);
-                        let token = job_life::job_token(&member.job).map(str::to_string);
-                        self.job_event(false, "SharedCluster", &note, token);
-                        let job = self.req.name.as_str();
-                        self.world.note_admitted(&self.namespace, &member.name, job);
-                        if exists {
-                            self.count(|m| &m.reused, "RayCluster");
-                        } else {
-                            self.count(|m| &m.planned, "RayCluster");
-                        }
+                Member::Use(true) => return self.use_member(*rewrite, index, true),
+                Member::Use(false) => {
+                    missing.get_or_insert(index);
+                    misses += 1;
+                    if misses >= LOOK_PAST_MISSING {
+                        break;
                     }
-                    let mut job = member.job;
-                    labels::set(&mut job, Meta::Labels, labels::INSTANCE, &self.cfg.instance);
-                    // The TTL travels with the job, so whichever replica makes the
-                    // cluster gives it the TTL this configuration meant.
-                    let reclaim = &self.cfg.reclaim;
-                    if labels::get(&job, Meta::Annotations, &reclaim.ttl_annotation).is_none() {
-                        let ttl = reclaim.idle_ttl_seconds.to_string();
-                        labels::set(&mut job, Meta::Annotations, &reclaim.ttl_annotation, &ttl);
-                    }
-                    self.changed = Some(job);
-                    self.warnings.extend(member.warnings);
-                    self.ensured.push(member.cluster);
-                    return;
                 }
             }
+        }
+        if let Some(index) = missing {
+            return self.use_member(*rewrite, index, false);
         }
         let msg = format!(
             "rayshare: RayJob left unchanged: all {MAX_POOL} shared clusters of its config are full"
         );
         self.job_event(true, "SharedClusterFailed", &msg, None);
         self.fail(Cause::PoolExhausted, msg, false)
+    }
+
+    /// Sends the job to pool member `index` (`exists`: it is there already).
+    fn use_member(&mut self, rewrite: shared_cluster::Rewrite, index: u32, exists: bool) {
+        let member = rewrite.into_member(index);
+        if !self.req.dry_run {
+            let others = self.world.active_jobs(&self.namespace, &member.name);
+            let note = events::moved_to_shared_cluster(&member.name, exists, others);
+            let token = job_life::job_token(&member.job).map(str::to_string);
+            self.job_event(false, "SharedCluster", &note, token);
+            let job = self.req.name.as_str();
+            self.world.note_admitted(&self.namespace, &member.name, job);
+            if exists {
+                self.count(|m| &m.reused, "RayCluster");
+            } else {
+                self.count(|m| &m.planned, "RayCluster");
+            }
+        }
+        let mut job = member.job;
+        labels::set(&mut job, Meta::Labels, labels::INSTANCE, &self.cfg.instance);
+        // The TTL travels with the job, so whichever replica makes the cluster gives it
+        // the TTL this configuration meant.
+        let reclaim = &self.cfg.reclaim;
+        if labels::get(&job, Meta::Annotations, &reclaim.ttl_annotation).is_none() {
+            let ttl = reclaim.idle_ttl_seconds.to_string();
+            labels::set(&mut job, Meta::Annotations, &reclaim.ttl_annotation, &ttl);
+        }
+        self.changed = Some(job);
+        self.warnings.extend(member.warnings);
+        self.ensured.push(member.cluster);
     }
 
     /// An event on the RayJob being admitted, recorded once it is stored (found by name,
@@ -156,6 +182,21 @@ impl<W: World> Work<'_, W> {
                 }
             },
         };
+        Self::judge_known(&info, full, digest)
+    }
+
+    /// [`Self::judge`] from the cache alone: a member it does not hold counts as missing.
+    fn judge_cached(&self, name: &str, digest: &str) -> Member {
+        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
+        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
+        match self.world.ray_cluster(&self.namespace, name) {
+            Some(info) => Self::judge_known(&info, full, digest),
+            None if full => Member::Next,
+            None => Member::Use(false),
+        }
+    }
+
+    fn judge_known(info: &ClusterInfo, full: bool, digest: &str) -> Member {
         if !info.serves(digest) {
             return Member::Conflict;
         }

@@ -445,6 +445,35 @@ async fn a_full_cluster_sends_the_next_job_to_the_next_pool_member() {
     );
 }
 
+/// Member 0 was reclaimed while member 1 stayed warm with room: the next job goes to
+/// member 1, not to a cold start of member 0.
+#[tokio::test]
+async fn a_warm_member_is_preferred_to_a_missing_lower_one() {
+    let s = five_jobs_on_a_pool_of_two(true).await;
+    let base = {
+        let objects = s.world.objects.lock().unwrap();
+        let mut names: Vec<String> = objects.keys().map(|(_, _, n)| n.clone()).collect();
+        names.sort();
+        names[0].clone()
+    };
+    // Member 0 and its two jobs are gone (reclaimed once they ended).
+    s.world
+        .objects
+        .lock()
+        .unwrap()
+        .retain(|(_, _, name), _| *name != base);
+    s.world.jobs.lock().unwrap().retain(|(_, c), _| *c != base);
+    let mut job = sample("rayjob");
+    job["metadata"]["name"] = json!("job-5");
+    let r = post(s, &review("ray.io", "v1", "RayJob", "CREATE", job)).await;
+    let op = patch_of(&r)
+        .into_iter()
+        .find(|o| o["path"] == "/spec/clusterSelector")
+        .unwrap();
+    // Member 1 holds two jobs (full), member 2 one: member 2 gets it.
+    assert_eq!(op["value"]["ray.io/cluster"], json!(format!("{base}-2")));
+}
+
 #[rstest]
 #[case::deleting("deletionTimestamp")]
 #[case::marked_for_reclaim("annotations")]
