@@ -123,6 +123,12 @@ pub fn pod_group_created(group: &str, queue: &str, priority: Option<&str>) -> St
     }
 }
 
+/// On a stored RayJob whose shared cluster rayshare could not make (it keeps trying).
+pub fn cluster_not_made(cluster: &str, why: &str) -> String {
+    let note = format!("Shared RayCluster {cluster} could not be made (retried): {why}");
+    note.chars().take(1000).collect()
+}
+
 /// On a shared cluster rayshare made.
 pub fn cluster_created(digest: &str, job: &str) -> String {
     format!("Created shared RayCluster for config digest {digest}, first used by RayJob {job}")

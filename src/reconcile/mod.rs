@@ -23,7 +23,7 @@ use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::KubeWorld;
-pub use crate::world::kube::calls::{age, is_conflict, is_forbidden, is_not_found, since};
+pub use crate::world::kube::calls::{age, is_conflict, is_forbidden, is_not_found, reason, since};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
 

@@ -29,7 +29,7 @@ use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource};
 
-use super::{Key, is_conflict, is_not_found};
+use super::{Key, is_conflict, is_not_found, reason};
 
 /// Every stored job is looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
@@ -177,9 +177,15 @@ async fn make(
                 break;
             }
             Err(why) => {
-                let job = job["metadata"]["name"].as_str().unwrap_or_default();
-                tracing::warn!(namespace = %ns, job, cluster = %name, %why, "no shared cluster for this stored RayJob");
+                let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
+                tracing::warn!(namespace = %ns, job = job_name, cluster = %name, %why, "no shared cluster for this stored RayJob");
                 metrics.error(Cause::ProvisionRefused);
+                tell_jobs(
+                    world,
+                    std::slice::from_ref(job),
+                    name,
+                    &format!("this RayJob: {why}"),
+                );
             }
         }
     }
@@ -233,13 +239,32 @@ async fn make(
         Ok(Err(e)) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot create shared cluster (retried)");
             metrics.error(Cause::ProvisionCreate);
+            tell_jobs(world, jobs, name, &reason(&e));
             false
         }
         Err(_) => {
             tracing::warn!(namespace = %ns, cluster = %name, "creating shared cluster timed out (retried)");
             metrics.error(Cause::ProvisionCreate);
+            tell_jobs(world, jobs, name, "the API server did not answer in time");
             false
         }
+    }
+}
+
+/// A warning Event on each job waiting for the cluster: KubeRay itself only says the
+/// cluster is not found. Repeats fold into one series per job (see `EventSink`).
+fn tell_jobs(world: &KubeWorld, jobs: &[Value], cluster: &str, why: &str) {
+    let Some(sink) = world.events() else {
+        return;
+    };
+    for target in jobs.iter().filter_map(ObjectRef::of) {
+        sink.record(Event {
+            regarding: Regarding::Stored(target),
+            warning: true,
+            reason: "SharedClusterNotMade",
+            action: "Provision",
+            note: events::cluster_not_made(cluster, why),
+        });
     }
 }
 

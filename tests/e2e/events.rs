@@ -32,3 +32,85 @@ pub async fn wait_event(env: &TestEnv, name: &str, reason: &str) -> String {
     })
     .await
 }
+
+/// A shared cluster the API server refuses (here a ValidatingAdmissionPolicy, as a
+/// platform team writes them): each waiting job is told why, where its owner looks; the
+/// cluster is made once the policy allows it.
+#[tokio::test]
+async fn a_cluster_that_cannot_be_made_is_told_to_its_jobs() {
+    use kube::api::DeleteParams;
+
+    let env = TestEnv::new("not-made", "", 1).await;
+    let policy = format!("no-rayclusters-{}", env.ns);
+    let gv = ("admissionregistration.k8s.io", "v1");
+    let policies = resource(
+        gv.0,
+        gv.1,
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+    );
+    let bindings = resource(
+        gv.0,
+        gv.1,
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+    );
+    apply(
+        &env.admin,
+        &serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["ray.io"], "apiVersions": ["*"],
+                "operations": ["CREATE"], "resources": ["rayclusters"]}]},
+            "validations": [{"expression": "false",
+                "message": "RayClusters need a platform team's approval here"}]}}),
+    )
+    .await;
+    apply(&env.admin, &serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": env.ns}}}}})).await;
+    // The API server enforces a policy once its informer has it.
+    let probe = serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "probe", "namespace": env.ns},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}}});
+    let probe: kube::api::DynamicObject = serde_json::from_value(probe).unwrap();
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    wait_for("the policy to be in force", || async {
+        clusters
+            .create(&dry_run, &probe)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["name"] = serde_json::json!("waiting");
+    let job = create_in(&env.admin, &env.ns, job, false).await;
+    let cluster = job["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let note = wait_event(&env, "waiting", "SharedClusterNotMade").await;
+    assert!(note.contains(&cluster), "{note}");
+    assert!(
+        note.contains("platform team's approval"),
+        "the API server's reason: {note}"
+    );
+    for ar in [&bindings, &policies] {
+        Api::<kube::api::DynamicObject>::all_with(env.admin.clone(), ar)
+            .delete(&policy, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    wait_for("the cluster to be made once the policy allows it", || {
+        cluster_uid(&env, &cluster)
+    })
+    .await;
+}

@@ -42,6 +42,14 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     api_code(e) == Some(409)
 }
 
+/// What the API server said, as a person reads it (its message, not the whole response).
+pub fn reason(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 pub(super) async fn bounded<T>(
     timeout: Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
