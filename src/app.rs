@@ -107,7 +107,7 @@ impl App {
             .clone()
             .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
         // Caches, provisioners, reconcilers and certificate reloads run in the background.
-        let (world, tasks) = {
+        let (world, tasks, reconcilers) = {
             let _on = background.enter();
             let events =
                 EventSink::start(background_client.clone(), identity.clone(), metrics.clone());
@@ -127,7 +127,7 @@ impl App {
                 let (c, m) = (config.clone(), metrics.clone());
                 tasks.push(reconcile::group_provision::spawn(world.clone(), c, m, w));
             }
-            tasks.extend(reconcile::spawn_all(
+            let reconcilers = reconcile::spawn_all(
                 world.clone(),
                 background_client,
                 config.clone(),
@@ -138,14 +138,14 @@ impl App {
                     lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
                 },
                 wakeups.stops,
-            ));
+            );
             let files = CertFiles {
                 cert: args.tls_cert.clone(),
                 key: args.tls_key.clone(),
             };
             let reload = Duration::from_secs(args.cert_reload_seconds.max(1));
             tasks.push(tokio::spawn(certs.watch(files, reload, metrics.clone())));
-            (world, tasks)
+            (world, tasks, reconcilers)
         };
         let state = Arc::new(AppState {
             config,
@@ -168,11 +168,12 @@ impl App {
             },
             async move {
                 shutdown.await;
-                // A draining replica no longer acts as leader or provisioner; another
-                // takes over when its lease runs out.
+                // A draining replica no longer acts as leader or provisioner; it gives
+                // the lease up, so another replica leads at once.
                 for task in tasks {
                     task.abort();
                 }
+                reconcilers.stop().await;
             },
         )
         .await

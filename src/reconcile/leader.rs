@@ -1,5 +1,6 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, with optimistic concurrency:
-//! only one replica runs the reconcilers; another takes over when the holder stops renewing.
+//! only one replica runs the reconcilers; another takes over when the holder releases the
+//! lease at shutdown, or stops renewing it.
 
 use std::time::Duration;
 
@@ -64,12 +65,15 @@ impl Elector {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
-        let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
-            (Some(MicroTime(t)), Some(secs)) => {
-                Timestamp::now() > *t + SignedDuration::from_secs(i64::from(secs))
-            }
-            _ => true,
-        };
+        // Released (no holder), or not renewed in time.
+        let released = spec.holder_identity.as_deref().is_none_or(str::is_empty);
+        let expired = released
+            || match (&spec.renew_time, spec.lease_duration_seconds) {
+                (Some(MicroTime(t)), Some(secs)) => {
+                    Timestamp::now() > *t + SignedDuration::from_secs(i64::from(secs))
+                }
+                _ => true,
+            };
         if !mine && !expired {
             return Ok(false);
         }
@@ -87,6 +91,31 @@ impl Elector {
         {
             Ok(_) => Ok(true),
             Err(e) if is_conflict(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the lease up if this replica holds it (as client-go's `ReleaseOnCancel`
+    /// does), so a standby takes over at once rather than when it would have expired.
+    pub async fn release(&self) -> Result<(), kube::Error> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_default();
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Someone else's already.
+            Err(e) if is_conflict(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }

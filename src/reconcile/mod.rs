@@ -145,10 +145,42 @@ pub async fn delete_exact(
     }
 }
 
+/// The reconcilers' tasks, and the one holding the lease.
+#[derive(Default)]
+pub struct Reconcilers {
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    leader: Option<(
+        tokio::sync::watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    )>,
+}
+
+impl Reconcilers {
+    /// At shutdown: stops every reconciler (a draining replica no longer acts as leader),
+    /// then gives the lease up, so another replica leads at once, not when it expires.
+    pub async fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+        if let Some((stop, task)) = self.leader {
+            let _ = stop.send(true);
+            let mut task = task;
+            if tokio::time::timeout(RELEASE_TIMEOUT, &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// Longest a shutdown waits for the lease to be given up.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Runs the enabled reconcilers, each in its own task on its own schedule, a pass only
-/// while this replica leads (one task holds the lease). Aborting the handles stops them
-/// (at shutdown, so a draining replica no longer acts as leader). `stops` wakes the job
-/// stopper (`None`: it does not run).
+/// while this replica leads (one task holds the lease). `stops` wakes the job stopper
+/// (`None`: it does not run).
 pub fn spawn_all(
     world: Arc<KubeWorld>,
     client: Client,
@@ -156,7 +188,7 @@ pub fn spawn_all(
     metrics: Arc<Metrics>,
     election: Election,
     stops: Option<tokio::sync::mpsc::UnboundedReceiver<Key>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> Reconcilers {
     let stops = stops.filter(|_| config.shared_clusters.stop_jobs.enabled);
     let every = |enabled: bool, secs: u64| enabled.then(|| Duration::from_secs(secs.max(1)));
     let schedules = [
@@ -174,15 +206,18 @@ pub fn spawn_all(
         ),
     ];
     if schedules.iter().all(Option::is_none) && stops.is_none() {
-        return vec![];
+        return Reconcilers::default();
     }
     let (leading_tx, leading) = tokio::sync::watch::channel(false);
-    let mut tasks = vec![tokio::spawn(lead(
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let leader = tokio::spawn(lead(
         client.clone(),
         election,
         leading_tx,
         metrics.clone(),
-    ))];
+        stop,
+    ));
+    let mut tasks = Vec::new();
     if let Some(stops) = stops {
         let (c, m) = (config.clone(), metrics.clone());
         tasks.push(stop_jobs::spawn(
@@ -224,30 +259,57 @@ pub fn spawn_all(
             }
         }));
     }
-    tasks
+    Reconcilers {
+        tasks,
+        leader: Some((stop_tx, leader)),
+    }
 }
 
 /// The reconcilers, as named in the `rayshare_reconcile_passes` metric.
 const RECONCILERS: [&str; 3] = ["PodGroup", "IndexClaim", "RayCluster"];
 
-/// Holds (or tries to take) the lease, telling the reconcilers whether they lead.
+/// Holds (or tries to take) the lease, telling the reconcilers whether they lead. A
+/// standby watches the lease, so one given up is taken at once; `stop` gives it up.
 async fn lead(
     client: Client,
     election: Election,
     leading: tokio::sync::watch::Sender<bool>,
     metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
     let elector = leader::Elector::new(
-        client,
+        client.clone(),
         &election.namespace,
         LEASE_NAME,
         &election.identity,
         election.lease,
     );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, &election.namespace);
+    let only_ours = watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}"));
+    let changes = watcher(leases, only_ours).default_backoff();
+    let mut changes = std::pin::pin!(changes);
     let mut tick = tokio::time::interval(election.lease / 3);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            // The holder renewed or released it: a standby looks now.
+            Some(_) = changes.next(), if !*leading.borrow() => {}
+            _ = stop.changed() => {
+                leading.send_replace(false);
+                metrics.set_leading(false);
+                match tokio::time::timeout(RELEASE_TIMEOUT, elector.release()).await {
+                    Ok(Ok(())) => tracing::info!("reconciler lease released"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot release the reconciler lease"),
+                    Err(_) => tracing::warn!("releasing the reconciler lease timed out"),
+                }
+                return;
+            }
+        }
         // Bounded well inside the lease: a hung call must end this replica's lead before
         // another replica may take the expired lease.
         let attempt = tokio::time::timeout(election.lease / 3, elector.try_lead()).await;

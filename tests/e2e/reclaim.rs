@@ -229,3 +229,40 @@ async fn another_replica_takes_over_reclamation_when_the_leader_dies() {
     );
     survivor.wait_for_log("reclaimed idle shared cluster").await;
 }
+
+/// A rollout: the leader stops gracefully and gives its lease up; the standby, watching
+/// the lease, takes it at once rather than when the lease would have run out.
+#[tokio::test]
+async fn a_leader_that_stops_hands_the_lease_over_at_once() {
+    const LEASE: i64 = 30;
+    let args = ["--leader-lease-seconds".to_string(), LEASE.to_string()];
+    let mut env = TestEnv::with_args("rollout", "", 2, &args).await;
+    let leases: Api<Lease> = Api::namespaced(env.admin.clone(), &env.ns);
+    let spec = || async { leases.get_opt("rayshare-reconciler").await.ok()??.spec };
+    let old = wait_for("a reconciler leader", || async {
+        spec().await.filter(|s| s.holder_identity.is_some())
+    })
+    .await;
+    let leader = old.holder_identity.clone().unwrap();
+    let index = if leader.ends_with("-0") { 0 } else { 1 };
+    env.instances[index].stop();
+    let new = wait_for("the standby to take the lease", || async {
+        spec()
+            .await
+            .filter(|s| s.holder_identity.as_ref().is_some_and(|h| *h != leader))
+    })
+    .await;
+    let renewed = old.renew_time.unwrap().0;
+    let acquired = new.acquire_time.unwrap().0;
+    let handover = acquired.duration_since(renewed);
+    eprintln!("[rollout] lease taken {handover:#} after the old leader's last renewal");
+    // Without the release the standby could only take it once it ran out.
+    assert!(
+        handover < k8s_openapi::jiff::SignedDuration::from_secs(LEASE),
+        "taken {handover:#} after the last renewal: the lease ran out rather than being released"
+    );
+    assert!(new.lease_transitions > old.lease_transitions);
+    env.instances[index]
+        .wait_for_log("reconciler lease released")
+        .await;
+}

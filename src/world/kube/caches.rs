@@ -164,7 +164,10 @@ impl KubeWorld {
             jobs,
             pods,
             claim_in_flight: std::time::Duration::from_secs(config.indices.claim_in_flight_seconds),
-            claim_takeover: std::time::Duration::from_millis(config.indices.claim_takeover_ms),
+            claim_takeover: std::time::Duration::from_millis(
+                (config.indices.claim_takeover_ms)
+                    .min(config.indices.claim_in_flight_seconds.saturating_mul(1000)),
+            ),
             events,
         });
         let wakeups = Wakeups {

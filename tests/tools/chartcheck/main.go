@@ -267,11 +267,11 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 		checkBinding(p, "ClusterRoleBinding", b.RoleRef, "ClusterRole", r.clusterRoles[0].Name, b.Subjects, name, ns)
 	}
 
-	// The leader Lease: get and update of that one name, in the release namespace.
+	// The leader Lease: get, watch and update of that one name, in the release namespace.
 	if one("Role", len(r.roles)) {
 		role := r.roles[0]
 		want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			ResourceNames: []string{"rayshare-reconciler"}, Verbs: []string{"get", "update"}}}
+			ResourceNames: []string{"rayshare-reconciler"}, Verbs: []string{"get", "list", "watch", "update"}}}
 		p.check(role.Namespace == ns && reflect.DeepEqual(role.Rules, want),
 			"Role %s/%s rules %+v, want %+v", role.Namespace, role.Name, role.Rules, want)
 	}
