@@ -1,10 +1,11 @@
 //! Command-line interface. Process settings are flags (each with an environment alias);
 //! feature settings live in the YAML file named by `--config`.
 
+use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// rayshare's version, from Cargo.toml.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -31,6 +32,40 @@ pub fn long_version() -> &'static str {
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The file name under which the binary is a kubectl plugin (krew's naming convention:
+/// `kubectl rayshare status` runs `kubectl-rayshare status` from `$PATH`).
+pub const KUBECTL_PLUGIN: &str = "kubectl-rayshare";
+
+impl Cli {
+    /// Parses a command line (`args[0]` is the program). Parsing is the same under any
+    /// program name; run as [`KUBECTL_PLUGIN`], usage and help name the command as the
+    /// user typed it, `kubectl rayshare`.
+    pub fn try_parse_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let mut command = Self::command();
+        if args.first().is_some_and(|argv0| is_kubectl_plugin(argv0)) {
+            command = command.bin_name("kubectl rayshare");
+        }
+        let mut matches = command.clone().try_get_matches_from(args)?;
+        Self::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))
+    }
+}
+
+/// Whether `argv0` names the kubectl plugin (`kubectl-rayshare`, also `.exe`), by file
+/// name: kubectl runs it by its full path.
+fn is_kubectl_plugin(argv0: &OsStr) -> bool {
+    let path = Path::new(argv0);
+    let name = match path.extension() {
+        Some(ext) if ext.eq_ignore_ascii_case("exe") => path.file_stem(),
+        _ => path.file_name(),
+    };
+    name.is_some_and(|n| n == KUBECTL_PLUGIN)
 }
 
 #[derive(Debug, Subcommand)]
@@ -221,6 +256,65 @@ mod tests {
         assert!(
             !REVISION.is_empty() && !REVISION.contains(char::is_whitespace),
             "{REVISION:?}"
+        );
+    }
+
+    #[test]
+    fn as_a_kubectl_plugin_it_parses_the_same_and_says_kubectl_rayshare() {
+        for argv0 in [
+            "kubectl-rayshare",
+            "/home/me/bin/kubectl-rayshare",
+            "C:\\bin\\kubectl-rayshare.exe",
+        ] {
+            let cli = Cli::try_parse_args([argv0, "status", "-n", "team-a", "-o", "json"])
+                .unwrap_or_else(|e| panic!("{argv0}: {e}"));
+            let Command::Status(args) = cli.command else {
+                panic!("{argv0}: not status");
+            };
+            assert_eq!(args.namespace.as_deref(), Some("team-a"));
+            assert_eq!(args.output, StatusOutput::Json);
+        }
+        let err = Cli::try_parse_args(["/usr/local/bin/kubectl-rayshare", "status", "--help"])
+            .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+        assert!(
+            err.render()
+                .to_string()
+                .contains("Usage: kubectl rayshare status"),
+            "{}",
+            err.render()
+        );
+        let err = Cli::try_parse_args(["kubectl-rayshare", "bogus"]).unwrap_err();
+        assert!(
+            err.render()
+                .to_string()
+                .contains("kubectl rayshare <COMMAND>"),
+            "{}",
+            err.render()
+        );
+        // `--version` names the program, not the plugin.
+        let err = Cli::try_parse_args(["kubectl-rayshare", "--version"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(err.render().to_string().starts_with("rayshare "));
+    }
+
+    #[test]
+    fn under_its_own_name_usage_says_rayshare() {
+        let err =
+            Cli::try_parse_args(["./target/release/rayshare", "status", "--help"]).unwrap_err();
+        assert!(
+            err.render().to_string().contains("Usage: rayshare status"),
+            "{}",
+            err.render()
+        );
+        // Only the exact plugin name counts.
+        let err = Cli::try_parse_args(["kubectl-rayshare-old", "status", "--help"]).unwrap_err();
+        assert!(
+            err.render()
+                .to_string()
+                .contains("Usage: kubectl-rayshare-old status"),
+            "{}",
+            err.render()
         );
     }
 }

@@ -1,7 +1,6 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use clap::Parser;
 use rayshare::app::App;
 use rayshare::cli::{
     CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs, StatusArgs, StatusOutput,
@@ -17,7 +16,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    // Installed as `kubectl-rayshare` it is a kubectl plugin (`kubectl rayshare status`).
+    let cli = Cli::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
