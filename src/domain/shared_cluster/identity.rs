@@ -6,7 +6,9 @@
 #[cfg(test)]
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::copied::Copied;
 use sha2::{Digest, Sha256};
 
 use crate::config::SharedClusters;
@@ -117,16 +119,25 @@ pub fn strip_run_scoped(spec: &mut Value, cfg: &SharedClusters) -> Vec<StrippedE
 #[cfg(test)]
 pub use super::canonical::canonical;
 
-/// Full hex sha256 of the canonical (spec, copied labels).
-pub fn digest(stripped_spec: &Value, copied_labels: &Map<String, Value>) -> String {
+/// Full hex sha256 of the canonical (spec, copied labels and annotations).
+pub fn digest(stripped_spec: &Value, copied: &Copied) -> String {
     let mut hasher = Sha256::new();
     hasher.update(CANONICAL_VERSION.as_bytes());
     hasher.update([0]);
     // The bytes of `{"labels": canonical(labels), "spec": canonical(spec)}` (keys sorted),
     // written without building either tree.
+    // Annotations only when there are any: the digests (and names) of every config
+    // without them stay what they were.
     let mut bytes = Vec::with_capacity(4096);
-    bytes.extend_from_slice(br#"{"labels":"#);
-    super::canonical_bytes::write(&Value::Object(copied_labels.clone()), "", &mut bytes);
+    bytes.push(b'{');
+    if !copied.annotations.is_empty() {
+        bytes.extend_from_slice(br#""annotations":"#);
+        let annotations = Value::Object(copied.annotations.clone());
+        super::canonical_bytes::write(&annotations, "", &mut bytes);
+        bytes.push(b',');
+    }
+    bytes.extend_from_slice(br#""labels":"#);
+    super::canonical_bytes::write(&Value::Object(copied.labels.clone()), "", &mut bytes);
     bytes.extend_from_slice(br#","spec":"#);
     super::canonical_bytes::write(stripped_spec, "", &mut bytes);
     bytes.push(b'}');
@@ -180,19 +191,28 @@ mod tests {
     fn api_server_defaults_do_not_change_identity() {
         let sent = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2}]});
         let defaulted = json!({"workerGroupSpecs": [{"groupName": "cpu", "replicas": 2, "priority": 0, "numOfHosts": 1}]});
-        assert_eq!(digest(&sent, &Map::new()), digest(&defaulted, &Map::new()));
+        assert_eq!(
+            digest(&sent, &Copied::default()),
+            digest(&defaulted, &Copied::default())
+        );
     }
 
     #[test]
     fn empty_values_in_user_maps_are_values() {
         let gpu = json!({"template": {"spec": {"nodeSelector": {"gpu": ""}}}});
         let none = json!({"template": {"spec": {}}});
-        assert_ne!(digest(&gpu, &Map::new()), digest(&none, &Map::new()));
+        assert_ne!(
+            digest(&gpu, &Copied::default()),
+            digest(&none, &Copied::default())
+        );
         let labelled = json!({"metadata": {"labels": {"tier": ""}}});
         assert_ne!(canonical(&labelled), canonical(&json!({})));
         // An empty map is still the same as an absent one.
         let empty = json!({"template": {"spec": {"nodeSelector": {}}}});
-        assert_eq!(digest(&empty, &Map::new()), digest(&none, &Map::new()));
+        assert_eq!(
+            digest(&empty, &Copied::default()),
+            digest(&none, &Copied::default())
+        );
     }
 
     #[test]
@@ -204,7 +224,7 @@ mod tests {
 
     #[test]
     fn name_is_a_dns_1035_label() {
-        let name = cluster_name(&digest(&json!({}), &Map::new()));
+        let name = cluster_name(&digest(&json!({}), &Copied::default()));
         assert_eq!(name.len(), 24);
         assert!(name.starts_with("ray-"));
         assert!(
@@ -275,7 +295,7 @@ mod tests {
     }
 
     fn same_identity(a: &Value, b: &Value) -> bool {
-        digest(a, &Map::new()) == digest(b, &Map::new())
+        digest(a, &Copied::default()) == digest(b, &Copied::default())
     }
 
     #[rstest]
@@ -389,7 +409,7 @@ mod tests {
             prop_assume!(leaves > 0);
             let mut changed = v.clone();
             change_leaf(&mut changed, &mut pick.index(leaves));
-            prop_assert_ne!(digest(&v, &Map::new()), digest(&changed, &Map::new()));
+            prop_assert_ne!(digest(&v, &Copied::default()), digest(&changed, &Copied::default()));
         }
 
         #[test]
@@ -411,7 +431,7 @@ mod tests {
             let mut b = spec("fixed", 0);
             strip_run_scoped(&mut a, &cfg);
             strip_run_scoped(&mut b, &cfg);
-            prop_assert_eq!(digest(&a, &Map::new()), digest(&b, &Map::new()));
+            prop_assert_eq!(digest(&a, &Copied::default()), digest(&b, &Copied::default()));
         }
     }
 }

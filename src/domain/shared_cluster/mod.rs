@@ -3,6 +3,7 @@
 
 mod canonical;
 mod canonical_bytes;
+pub mod copied;
 pub mod identity;
 pub mod job_life;
 pub mod kuberay_yaml;
@@ -176,8 +177,8 @@ pub fn plan(
             spec_text.len()
         ));
     }
-    let copied_labels = provision::copied_labels(job, cfg);
-    let digest = identity::digest(&stripped_spec, &copied_labels);
+    let copied = copied::Copied::of(job, cfg);
+    let digest = identity::digest(&stripped_spec, &copied);
     let name = identity::cluster_name(&digest);
 
     let mut warnings = Vec::new();
@@ -199,8 +200,7 @@ pub fn plan(
     }
     warnings.dedup();
 
-    let cluster =
-        provision::cluster_object(&name, namespace, stripped_spec, &copied_labels, &digest);
+    let cluster = provision::cluster_object(&name, namespace, stripped_spec, &copied, &digest);
 
     let mut new_job = without_cluster_spec(job);
     let job_spec = new_job["spec"].as_object_mut().expect("checked above");

@@ -7,8 +7,9 @@
 //! name the spec hashes to: a job whose selector and spec disagree (edited after
 //! admission, or made by hand) can never point rayshare at a cluster of another config.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::copied::Copied;
 use super::identity;
 use crate::config::SharedClusters;
 use crate::domain::labels;
@@ -30,23 +31,17 @@ pub enum Refusal {
     Mismatch { selector: String, expected: String },
 }
 
-/// The labels of the job that enter a cluster's identity (and are copied onto it).
-pub fn copied_labels(job: &Value, cfg: &SharedClusters) -> Map<String, Value> {
-    cfg.copied_job_labels
-        .iter()
-        .filter_map(|k| Some((k.clone(), json!(labels::get(job, Meta::Labels, k)?))))
-        .collect()
-}
-
 /// The shared RayCluster `name` of the config `digest`.
 pub fn cluster_object(
     name: &str,
     namespace: &str,
     spec: Value,
-    copied: &Map<String, Value>,
+    copied: &Copied,
     digest: &str,
 ) -> Value {
-    let mut cluster_labels = copied.clone();
+    let mut cluster_labels = copied.labels.clone();
+    let mut annotations = copied.annotations.clone();
+    annotations.insert(labels::CONFIG_DIGEST.into(), json!(digest));
     cluster_labels.insert(labels::MANAGED_BY.into(), json!(labels::MANAGER));
     cluster_labels.insert(labels::SHARED_CLUSTER.into(), json!("true"));
     let mut cluster = json!({
@@ -56,7 +51,7 @@ pub fn cluster_object(
             "name": name,
             "namespace": namespace,
             "labels": cluster_labels,
-            "annotations": { labels::CONFIG_DIGEST: digest },
+            "annotations": annotations,
         },
     });
     // Moved in: `json!` would copy the whole spec through its serializer.
@@ -92,7 +87,7 @@ pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refus
         return Err(Refusal::BadSpec("not an object".into()));
     }
     let selector = labels::selected_cluster(job).ok_or(Refusal::NoSelector)?;
-    let copied = copied_labels(job, cfg);
+    let copied = Copied::of(job, cfg);
     let digest = identity::digest(&spec, &copied);
     let base = identity::cluster_name(&digest);
     if !is_member(selector, &base) {
@@ -117,9 +112,14 @@ mod tests {
     use crate::domain::shared_cluster::{Plan, plan};
 
     fn job() -> Value {
+        job_with(json!({}))
+    }
+
+    fn job_with(annotations: Value) -> Value {
         json!({
             "apiVersion": "ray.io/v1", "kind": "RayJob",
-            "metadata": { "name": "j", "namespace": "ns", "labels": { "ray.io/priority-class-name": "high" } },
+            "metadata": { "name": "j", "namespace": "ns", "labels": { "ray.io/priority-class-name": "high" },
+                "annotations": annotations },
             "spec": { "entrypoint": "python x.py", "rayClusterSpec": {
                 "headGroupSpec": { "rayStartParams": {}, "template": { "spec": { "containers": [
                     { "name": "ray-head", "image": "rayproject/ray:2.40.0",
@@ -129,9 +129,13 @@ mod tests {
     }
 
     fn rewritten(index: u32) -> (Value, Value) {
+        rewritten_job(&job(), index)
+    }
+
+    fn rewritten_job(job: &Value, index: u32) -> (Value, Value) {
         let cfg = SharedClusters::default();
         let Ok(Plan::Rewrite(r)) = plan(
-            &job(),
+            job,
             "ns",
             &cfg,
             "rayshare.io/opt-out",
@@ -158,6 +162,29 @@ mod tests {
                 .contains("rayproject/ray:2.40.0")
         );
         assert!(!rebuilt["spec"].to_string().contains("RUN_NAME"));
+    }
+
+    /// KubeRay copies a RayJob's annotations onto the cluster it builds and acts on some
+    /// of them: the shared cluster carries those, and jobs that differ in them never share.
+    #[test]
+    fn kuberay_cluster_annotations_travel_and_set_the_cluster_apart() {
+        let ft = job_with(json!({"ray.io/ft-enabled": "true", "note.example/x": "y"}));
+        let (stored, planned) = rewritten_job(&ft, 0);
+        let annotations = &planned["metadata"]["annotations"];
+        assert_eq!(annotations["ray.io/ft-enabled"], "true");
+        assert!(
+            annotations.get("note.example/x").is_none(),
+            "only what KubeRay acts on"
+        );
+        assert_eq!(
+            cluster_for_job(&stored, &SharedClusters::default()).unwrap(),
+            planned
+        );
+        let (_, plain) = rewritten(0);
+        assert_ne!(planned["metadata"]["name"], plain["metadata"]["name"]);
+        // Annotations KubeRay ignores change nothing.
+        let (_, noted) = rewritten_job(&job_with(json!({"note.example/x": "y"})), 0);
+        assert_eq!(noted["metadata"]["name"], plain["metadata"]["name"]);
     }
 
     #[test]
