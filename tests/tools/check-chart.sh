@@ -6,7 +6,7 @@
 #     (ServiceAccount/RBAC/Service/Deployment/webhook fit together, certificates verify,
 #     the webhook's CEL matchConditions are evaluated against sample RayJobs and pods);
 #   - values that must be refused are refused;
-#   - `config` in values.yaml / values.schema.json has exactly the fields of src/config.rs;
+#   - `config` in values.yaml / values.schema.json has exactly the fields of src/config/mod.rs;
 #   - the README's values table matches values.yaml;
 #   - deploy/manifests/rayshare.yaml equals a fresh render.
 #
@@ -120,9 +120,9 @@ for r in "${refusals[@]}"; do
 done
 log "${#refusals[@]} bad value sets refused"
 
-# 4. `config` in values.yaml and the schema has exactly the fields of src/config.rs
-"$chartcheck" config-fields src/config.rs "$chart/values.yaml" "$chart/values.schema.json" \
-  || fail "config fields differ from src/config.rs"
+# 4. `config` in values.yaml and the schema has exactly the fields of src/config/mod.rs
+"$chartcheck" config-fields src/config/mod.rs "$chart/values.yaml" "$chart/values.schema.json" \
+  || fail "config fields differ from src/config/mod.rs"
 
 # 5. README values table
 readme_args=()
@@ -165,4 +165,4 @@ if ! diff -u "$manifest" "$work/manifest.yaml" >"$work/manifest.diff" 2>&1; then
   fail "$manifest is out of date (run tests/tools/check-chart.sh --update)"
 fi
 
-echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config.rs, README table and $manifest up to date"
+echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config/mod.rs, README table and $manifest up to date"

@@ -7,7 +7,7 @@
 //	    matchConditions against sample RayJobs and pods.
 //	chartcheck config-fields CONFIG_RS VALUES SCHEMA
 //	    Checks that `config` in values.yaml and in values.schema.json has exactly the fields
-//	    of rayshare's Config struct in src/config.rs (rayshare rejects unknown fields, so a
+//	    of rayshare's Config struct in src/config/mod.rs (rayshare rejects unknown fields, so a
 //	    renamed field would crash-loop the pods).
 //	chartcheck readme [-write] VALUES README
 //	    Checks (or, with -write, rewrites) the values table in README between the markers
