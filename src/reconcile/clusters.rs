@@ -20,13 +20,6 @@ use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
 use crate::world::kube::events::EventSink;
 use crate::world::kube::{ray_cluster_resource, ray_job_resource};
 
-pub async fn pass(client: &Client, config: &Config, metrics: &Metrics, events: Option<&EventSink>) {
-    if let Err(e) = try_pass(client, config, metrics, events).await {
-        tracing::warn!(error = %e, "cluster reclaim pass failed");
-        metrics.error(Cause::ReconcileList);
-    }
-}
-
 /// Per cluster: active jobs and when the last one ended.
 #[derive(Default)]
 struct Usage {
@@ -34,7 +27,8 @@ struct Usage {
     last_end: Option<Timestamp>,
 }
 
-async fn try_pass(
+/// One pass; the runner retries a failed one with backoff.
+pub async fn pass(
     client: &Client,
     config: &Config,
     metrics: &Metrics,

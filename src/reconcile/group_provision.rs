@@ -6,10 +6,9 @@
 //! name is brought up to date for the new one, never one a live pod still uses.
 
 use std::collections::{BTreeSet, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -27,55 +26,77 @@ use crate::world::kube::{KubeWorld, pod_group_resource};
 use crate::world::{Created, World};
 
 use super::Key;
+use super::runner::{self, Failure, Reconciler, Schedule};
 
 /// Stored pods are looked at again this often (a create that failed, a missed event).
 const RESYNC: Duration = Duration::from_secs(30);
 /// Creates in flight at once.
 const IN_FLIGHT: usize = 16;
 
+/// The PodGroup provisioner, as the runner drives it: every replica, several pods at
+/// once (a burst of pods is a burst of creates).
+struct GroupProvisioner {
+    world: Arc<KubeWorld>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    /// Pods (by uid) whose group is settled are not looked at again.
+    done: Mutex<HashSet<String>>,
+}
+
 pub fn spawn(
     world: Arc<KubeWorld>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
-    mut wakeups: UnboundedReceiver<Key>,
+    wakeups: UnboundedReceiver<Key>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        // Pods (by uid) whose group is settled are not looked at again.
-        let mut done: HashSet<String> = HashSet::new();
-        let mut resync = super::resync_every(RESYNC);
-        loop {
-            let all = || {
-                let pods = world.stored_pods();
-                let live: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
-                done.retain(|uid| live.contains(uid));
-                pods.iter()
-                    .filter_map(|p| Some((p.namespace()?, p.name_any())))
-                    .collect()
-            };
-            let Some(keys) = super::next_keys(&mut wakeups, &mut resync, all).await else {
-                return;
-            };
-            let pods: Vec<_> = keys
-                .into_iter()
-                .filter_map(|(ns, name)| world.stored_pod(&ns, &name))
-                .filter(|pod| pod.uid().is_some_and(|uid| !done.contains(&uid)))
-                .collect();
-            // A burst of pods is a burst of creates: several in flight, not one at a time.
-            let looked: Vec<(String, bool)> = stream::iter(pods)
-                .map(|pod| {
-                    let (world, config, metrics) = (&world, &config, &metrics);
-                    async move {
-                        let settled = look(world, config, metrics, &pod).await;
-                        (pod.uid().unwrap_or_default(), settled)
-                    }
-                })
-                .buffer_unordered(IN_FLIGHT)
-                .collect()
-                .await;
-            done.extend(looked.into_iter().filter(|(_, s)| *s).map(|(uid, _)| uid));
-            metrics.provision_passes.inc();
+    let schedule = Schedule {
+        resync: RESYNC,
+        concurrency: IN_FLIGHT,
+        leading: None,
+    };
+    let provisioner = GroupProvisioner {
+        world,
+        config,
+        metrics: metrics.clone(),
+        done: Default::default(),
+    };
+    runner::spawn(Arc::new(provisioner), schedule, Some(wakeups), metrics)
+}
+
+impl Reconciler for GroupProvisioner {
+    fn kind(&self) -> &'static str {
+        "PodGroupProvision"
+    }
+
+    fn all(&self) -> Vec<Key> {
+        let pods = self.world.stored_pods();
+        let live: BTreeSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+        self.done
+            .lock()
+            .expect("not poisoned")
+            .retain(|uid| live.contains(uid));
+        pods.iter()
+            .filter_map(|p| Some((p.namespace()?, p.name_any())))
+            .collect()
+    }
+
+    async fn reconcile(&self, (ns, name): &Key) -> Result<(), Failure> {
+        let Some(pod) = self.world.stored_pod(ns, name) else {
+            return Ok(());
+        };
+        let uid = pod.uid().unwrap_or_default();
+        if self.done.lock().expect("not poisoned").contains(&uid) {
+            return Ok(());
         }
-    })
+        if look(&self.world, &self.config, &self.metrics, &pod).await {
+            self.done.lock().expect("not poisoned").insert(uid);
+        }
+        Ok(())
+    }
+
+    fn passed(&self, metrics: &Metrics) {
+        metrics.provision_passes.inc();
+    }
 }
 
 /// `true` once the pod's group is settled (made, found, or refused for good).

@@ -8,20 +8,12 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 
 use super::{age, delete_exact, list_metadata};
-use crate::cause::Cause;
 use crate::config::Indices;
 use crate::domain::indices::Slot;
 use crate::domain::labels;
 use crate::domain::labels::INDEX_CLAIM;
 use crate::metrics::Metrics;
 use crate::world::kube::lease_resource;
-
-pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) {
-    if let Err(e) = try_pass(client, cfg, metrics).await {
-        tracing::warn!(error = %e, "index claim reconcile pass failed");
-        metrics.error(Cause::ReconcileList);
-    }
-}
 
 type SlotKey = (String, String, String, Slot);
 
@@ -37,7 +29,8 @@ fn slot_key(
     ))
 }
 
-async fn try_pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(), kube::Error> {
+/// One pass; the runner retries a failed one with backoff.
+pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(), kube::Error> {
     let resource = lease_resource();
     let leases: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let grace = Duration::from_secs(cfg.claim_grace_seconds);

@@ -2,7 +2,8 @@
 //! replica and create what stored objects need (idempotent: the API server's name
 //! uniqueness settles races). The rest run on the leader only (see `leader`): they delete
 //! what rayshare created for objects that never appeared or are gone, reclaim idle
-//! clusters and stop the Ray jobs of deleted RayJobs.
+//! clusters and stop the Ray jobs of deleted RayJobs. Every one of them runs in the same
+//! loop (`runner`): wake-ups and resyncs, per-key backoff, a span per look, pass metrics.
 
 pub(crate) mod clusters;
 pub(crate) mod group_provision;
@@ -10,6 +11,7 @@ pub(crate) mod index_claims;
 pub(crate) mod leader;
 pub(crate) mod pod_groups;
 pub(crate) mod provision;
+pub(crate) mod runner;
 pub(crate) mod stop_jobs;
 
 use std::sync::Arc;
@@ -37,26 +39,7 @@ pub struct Election {
 /// (namespace, name) of what a provisioner should look at.
 pub type Key = (String, String);
 
-/// What a provisioner looks at next: the keys woken since its last look (a burst of
-/// events wakes it once per key), or on each `resync` tick every key `all` names (a
-/// create that failed, a missed event). `None` once the wakeups are gone.
-pub async fn next_keys(
-    wakeups: &mut tokio::sync::mpsc::UnboundedReceiver<Key>,
-    resync: &mut tokio::time::Interval,
-    all: impl FnOnce() -> Vec<Key>,
-) -> Option<std::collections::BTreeSet<Key>> {
-    let mut keys = std::collections::BTreeSet::new();
-    tokio::select! {
-        key = wakeups.recv() => { keys.insert(key?); }
-        _ = resync.tick() => keys.extend(all()),
-    }
-    while let Ok(k) = wakeups.try_recv() {
-        keys.insert(k);
-    }
-    Some(keys)
-}
-
-/// An interval for [`next_keys`] that does not burst after a slow look.
+/// A resync interval that does not burst after a slow look.
 pub fn resync_every(period: Duration) -> tokio::time::Interval {
     let mut resync = tokio::time::interval(period);
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -229,35 +212,39 @@ pub fn spawn_all(
             leading.clone(),
         ));
     }
-    for (which, interval) in schedules.into_iter().enumerate() {
-        let Some(interval) = interval else { continue };
-        let (client, config, metrics) = (client.clone(), config.clone(), metrics.clone());
-        let (world, mut leading) = (world.clone(), leading.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                // Not leading: wait for leadership rather than polling.
-                if leading.wait_for(|l| *l).await.is_err() {
-                    return;
-                }
-                match which {
-                    0 => {
-                        let cfg = &config.pod_groups;
-                        pod_groups::pass(&client, cfg, &config.instance, &metrics).await
-                    }
-                    1 => index_claims::pass(&client, &config.indices, &metrics).await,
-                    _ => clusters::pass(&client, &config, &metrics, world.events()).await,
-                }
-                metrics
-                    .reconcile_passes
-                    .get_or_create(&KindLabel {
-                        kind: RECONCILERS[which],
-                    })
-                    .inc();
+    // The leader's sweeps, each a pass over everything of its kind.
+    let [pod_groups, index_claims, clusters] = schedules;
+    let schedule = |every| runner::Schedule {
+        resync: every,
+        concurrency: 1,
+        leading: Some(leading.clone()),
+    };
+    let ctx = (client, config, metrics.clone(), world);
+    if let Some(every) = pod_groups {
+        let ctx = ctx.clone();
+        let pass = move || {
+            let (client, config, metrics, _) = ctx.clone();
+            async move {
+                let cfg = &config.pod_groups;
+                pod_groups::pass(&client, cfg, &config.instance, &metrics).await
             }
-        }));
+        };
+        tasks.push(sweep("PodGroup", pass, schedule(every), &metrics));
+    }
+    if let Some(every) = index_claims {
+        let ctx = ctx.clone();
+        let pass = move || {
+            let (client, config, metrics, _) = ctx.clone();
+            async move { index_claims::pass(&client, &config.indices, &metrics).await }
+        };
+        tasks.push(sweep("IndexClaim", pass, schedule(every), &metrics));
+    }
+    if let Some(every) = clusters {
+        let pass = move || {
+            let (client, config, metrics, world) = ctx.clone();
+            async move { clusters::pass(&client, &config, &metrics, world.events()).await }
+        };
+        tasks.push(sweep("RayCluster", pass, schedule(every), &metrics));
     }
     Reconcilers {
         tasks,
@@ -265,8 +252,20 @@ pub fn spawn_all(
     }
 }
 
-/// The reconcilers, as named in the `rayshare_reconcile_passes` metric.
-const RECONCILERS: [&str; 3] = ["PodGroup", "IndexClaim", "RayCluster"];
+/// Runs `pass` as a sweep named `kind` (its name in `rayshare_reconcile_passes`).
+fn sweep<F, Fut>(
+    kind: &'static str,
+    pass: F,
+    schedule: runner::Schedule,
+    metrics: &Arc<Metrics>,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), kube::Error>> + Send,
+{
+    let sweep = Arc::new(runner::Sweep { kind, pass });
+    runner::spawn(sweep, schedule, None, metrics.clone())
+}
 
 /// Holds (or tries to take) the lease, telling the reconcilers whether they lead. A
 /// standby watches the lease, so one given up is taken at once; `stop` gives it up.

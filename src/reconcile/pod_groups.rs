@@ -11,7 +11,6 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
 
 use super::{age, delete_exact, for_each_page, list_metadata, since};
-use crate::cause::Cause;
 use crate::config::PodGroups;
 use crate::domain::labels;
 use crate::domain::labels::POD_UID;
@@ -21,14 +20,8 @@ use crate::world::kube::pod_group_resource;
 /// Beyond this many namespaces with candidates, one cluster-wide list is cheaper.
 const MAX_NAMESPACED_LISTS: usize = 20;
 
-pub async fn pass(client: &Client, cfg: &PodGroups, instance: &str, metrics: &Metrics) {
-    if let Err(e) = try_pass(client, cfg, instance, metrics).await {
-        tracing::warn!(error = %e, "PodGroup reconcile pass failed");
-        metrics.error(Cause::ReconcileList);
-    }
-}
-
-async fn try_pass(
+/// One pass; the runner retries a failed one with backoff.
+pub async fn pass(
     client: &Client,
     cfg: &PodGroups,
     instance: &str,

@@ -29,6 +29,7 @@ use crate::domain::shared_cluster::cluster_for_job;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource};
 
+use super::runner::{self, Failure, Reconciler, Schedule};
 use super::{Key, is_conflict, is_not_found, reason};
 
 /// Every stored job is looked at again this often (a create that failed, a missed event).
@@ -40,24 +41,55 @@ fn timeout(config: &Config) -> Duration {
     Duration::from_millis(config.shared_clusters.create_timeout_ms)
 }
 
+/// The shared-cluster provisioner, as the runner drives it: every replica, one cluster
+/// at a time.
+struct Provisioner {
+    world: Arc<KubeWorld>,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    /// Clusters this replica made a moment ago (not made again before the cache shows them).
+    made: tokio::sync::Mutex<HashMap<Key, Instant>>,
+}
+
 pub fn spawn(
     world: Arc<KubeWorld>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
-    mut wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
+    wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut made: HashMap<Key, Instant> = HashMap::new();
-        let mut resync = super::resync_every(RESYNC);
-        let all = || selected_clusters(&world).into_iter().collect();
-        while let Some(keys) = super::next_keys(&mut wakeups, &mut resync, all).await {
-            made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
-            for key in keys {
-                look(&world, &config, &metrics, &key, &mut made).await;
-            }
-            metrics.provision_passes.inc();
-        }
-    })
+    let schedule = Schedule {
+        resync: RESYNC,
+        concurrency: 1,
+        leading: None,
+    };
+    let provisioner = Provisioner {
+        world,
+        config,
+        metrics: metrics.clone(),
+        made: Default::default(),
+    };
+    runner::spawn(Arc::new(provisioner), schedule, Some(wakeups), metrics)
+}
+
+impl Reconciler for Provisioner {
+    fn kind(&self) -> &'static str {
+        "SharedClusterProvision"
+    }
+
+    fn all(&self) -> Vec<Key> {
+        selected_clusters(&self.world).into_iter().collect()
+    }
+
+    async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
+        let mut made = self.made.lock().await;
+        made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
+        look(&self.world, &self.config, &self.metrics, key, &mut made).await;
+        Ok(())
+    }
+
+    fn passed(&self, metrics: &Metrics) {
+        metrics.provision_passes.inc();
+    }
 }
 
 fn selected_clusters(world: &KubeWorld) -> BTreeSet<Key> {

@@ -6,7 +6,7 @@
 //! deletion missed while rayshare was down is still caught. A stop always follows a
 //! fresh read of the RayJob from the API server, never the cache alone.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,82 +16,82 @@ use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
 use super::Key;
+use super::runner::{self, Failure, Reconciler, Schedule};
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
-use crate::metrics::{KindLabel, Metrics};
+use crate::metrics::Metrics;
 use crate::world::kube::{KubeWorld, ray_job_resource};
 use crate::world::ray::{Dashboard, DashboardError};
 
-/// Longest wait before a dashboard that failed is asked again.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// A Ray job still listed as running this long after its stop is stopped again.
 const STOPPING_FOR: Duration = Duration::from_secs(60);
+
+/// The job stopper, as the runner drives it: leader only, one cluster at a time.
+pub struct StopJobs {
+    world: Arc<KubeWorld>,
+    client: kube::Client,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+    dashboard: Dashboard,
+    /// (submission id) -> when this replica asked it to stop.
+    stopping: tokio::sync::Mutex<HashMap<String, Instant>>,
+}
 
 pub fn spawn(
     world: Arc<KubeWorld>,
     client: kube::Client,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
-    mut wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
-    mut leading: tokio::sync::watch::Receiver<bool>,
+    wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
+    leading: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let cfg = &config.shared_clusters.stop_jobs;
-        let dashboard = Dashboard::new(Duration::from_millis(cfg.timeout_ms));
-        let mut resync = super::resync_every(Duration::from_secs(cfg.interval_seconds));
-        let mut backoff = Backoff::default();
-        // (submission id) -> when this replica asked it to stop.
-        let mut stopping: HashMap<String, Instant> = HashMap::new();
-        let all = || -> BTreeSet<Key> {
-            world
-                .shared_clusters(&config.instance)
-                .iter()
-                .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
-                .collect()
+    let cfg = &config.shared_clusters.stop_jobs;
+    let schedule = Schedule {
+        resync: Duration::from_secs(cfg.interval_seconds),
+        concurrency: 1,
+        leading: Some(leading),
+    };
+    let stopper = StopJobs {
+        dashboard: Dashboard::new(Duration::from_millis(cfg.timeout_ms)),
+        world,
+        client,
+        config,
+        metrics: metrics.clone(),
+        stopping: Default::default(),
+    };
+    runner::spawn(Arc::new(stopper), schedule, Some(wakeups), metrics)
+}
+
+impl Reconciler for StopJobs {
+    fn kind(&self) -> &'static str {
+        "RayJobStop"
+    }
+
+    fn all(&self) -> Vec<Key> {
+        self.world
+            .shared_clusters(&self.config.instance)
+            .iter()
+            .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
+            .collect()
+    }
+
+    async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
+        let mut stopping = self.stopping.lock().await;
+        stopping.retain(|_, at| at.elapsed() < STOPPING_FOR);
+        let look = Look {
+            world: &self.world,
+            client: &self.client,
+            config: &self.config,
+            metrics: &self.metrics,
+            dashboard: &self.dashboard,
         };
-        loop {
-            let keys = tokio::select! {
-                keys = super::next_keys(&mut wakeups, &mut resync, || all().into_iter().collect()) => {
-                    match keys { Some(k) => k, None => return }
-                }
-                // Newly leading: look everywhere now, not at the next resync.
-                changed = leading.changed() => {
-                    if changed.is_err() { return }
-                    all()
-                }
-            };
-            if !*leading.borrow() {
-                continue;
-            }
-            stopping.retain(|_, at| at.elapsed() < STOPPING_FOR);
-            for key in keys {
-                if backoff.waiting(&key) {
-                    continue;
-                }
-                let look = Look {
-                    world: &world,
-                    client: &client,
-                    config: &config,
-                    metrics: &metrics,
-                    dashboard: &dashboard,
-                };
-                match look.cluster(&key, &mut stopping).await {
-                    Ok(()) => backoff.clear(&key),
-                    Err(e) => {
-                        let wait = backoff.failed(&key);
-                        tracing::warn!(namespace = %key.0, cluster = %key.1, error = %e, retry_in = ?wait, "cannot read the shared cluster's Ray jobs");
-                        metrics.error(e.cause());
-                    }
-                }
-            }
-            metrics
-                .reconcile_passes
-                .get_or_create(&KindLabel { kind: "RayJobStop" })
-                .inc();
-        }
-    })
+        look.cluster(key, &mut stopping).await.map_err(|e| Failure {
+            cause: e.cause(),
+            error: Box::new(e),
+        })
+    }
 }
 
 struct Look<'a> {
@@ -303,42 +303,5 @@ impl Look<'_> {
                 self.metrics.error(Cause::RayJobStop);
             }
         }
-    }
-}
-
-/// Per cluster: failures in a row and when to ask again (1 s, 2 s, 4 s, ... 5 min).
-#[derive(Default)]
-struct Backoff(HashMap<Key, (u32, Instant)>);
-
-impl Backoff {
-    fn waiting(&self, key: &Key) -> bool {
-        self.0.get(key).is_some_and(|(_, at)| Instant::now() < *at)
-    }
-
-    fn failed(&mut self, key: &Key) -> Duration {
-        let entry = self.0.entry(key.clone()).or_insert((0, Instant::now()));
-        let wait = Duration::from_secs(1u64 << entry.0.min(9)).min(MAX_BACKOFF);
-        *entry = (entry.0 + 1, Instant::now() + wait);
-        wait
-    }
-
-    fn clear(&mut self, key: &Key) {
-        self.0.remove(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_five_minutes_and_clears() {
-        let mut b = Backoff::default();
-        let key = ("ns".to_string(), "c".to_string());
-        let waits: Vec<u64> = (0..12).map(|_| b.failed(&key).as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
-        assert!(b.waiting(&key));
-        b.clear(&key);
-        assert!(!b.waiting(&key));
     }
 }
