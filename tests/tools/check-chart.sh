@@ -8,6 +8,9 @@
 #   - values that must be refused are refused;
 #   - `config` in values.yaml / values.schema.json has exactly the fields of src/config/mod.rs;
 #   - the README's values table matches values.yaml;
+#   - the README's "What it installs" table names exactly the kinds the renders above have
+#     (one of them with every optional object on), and its ClusterRole and Role rows state
+#     exactly the rendered RBAC rules;
 #   - deploy/manifests/rayshare.yaml equals a fresh render.
 #
 #   tests/tools/check-chart.sh            check
@@ -78,6 +81,8 @@ renders=(
   "monitoring|rayshare|rayshare-system|selfSigned|--set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set serviceMonitor.enabled=true"
   "kuberay-volcano|rayshare|rayshare-system|selfSigned|--set kuberay.batchScheduler=volcano"
   "network-policy|rayshare|rayshare-system|selfSigned|--set clientAuth.caConfigMap=apiserver-client-ca --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set-json networkPolicy.webhookFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/24\"}}]"
+  # Every optional object on (certManager's objects come from the certManager renders).
+  "all-features|rayshare|rayshare-system|selfSigned|--set replicaCount=2 --set podDisruptionBudget.enabled=true --set rbac.ownObjectsPolicy=true --set rbac.rayAuthSecrets=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set clientAuth.caConfigMap=apiserver-client-ca --set kuberay.batchScheduler=volcano"
 )
 for r in "${renders[@]}"; do
   IFS='|' read -r name release ns mode extra <<<"$r"
@@ -86,11 +91,16 @@ for r in "${renders[@]}"; do
   # shellcheck disable=SC2046,SC2086
   "$helm" template "$release" "$chart" --namespace "$ns" $(mode_args "$mode") $extra >"$out" \
     || fail "helm template ($name)"
-  ca_args=()
-  [[ "$mode" == provided ]] && ca_args=(-ca-bundle "$dummy_ca")
-  "$chartcheck" manifests -release "$release" -namespace "$ns" -mode "$mode" "${ca_args[@]}" "$out" \
+  check_args=()
+  [[ "$mode" == provided ]] && check_args=(-ca-bundle "$dummy_ca")
+  [[ "$extra" == *rbac.rayAuthSecrets=true* ]] && check_args+=(-ray-auth-secrets)
+  "$chartcheck" manifests -release "$release" -namespace "$ns" -mode "$mode" "${check_args[@]}" "$out" \
     || fail "rendered manifests ($name)"
 done
+
+# The README's "What it installs" table against every render above.
+"$chartcheck" installs -templates "$chart/templates" "$chart/README.md" "$work"/render-*.yaml \
+  || fail "README \"What it installs\" table differs from the chart (fix the table in $chart/README.md)"
 
 # The webhook alone, as the e2e harness takes it.
 "$helm" template rayshare "$chart" -n rayshare-system --show-only templates/webhook.yaml >"$work/webhook.yaml" \
@@ -165,4 +175,4 @@ if ! diff -u "$manifest" "$work/manifest.yaml" >"$work/manifest.diff" 2>&1; then
   fail "$manifest is out of date (run tests/tools/check-chart.sh --update)"
 fi
 
-echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config/mod.rs, README table and $manifest up to date"
+echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config/mod.rs, README tables and $manifest up to date"

@@ -1,10 +1,11 @@
 // chartcheck checks what the rayshare Helm chart renders, beyond `helm lint`:
 //
-//	chartcheck manifests -release R -namespace NS -mode MODE [-ca-bundle B64] FILE
+//	chartcheck manifests -release R -namespace NS -mode MODE [-ca-bundle B64] [-ray-auth-secrets] FILE
 //	    Strictly decodes every rendered object into its Kubernetes type (unknown or
 //	    misspelled fields fail), checks that the objects fit together (ServiceAccount,
 //	    RBAC, Service, Deployment, webhook, certificates) and evaluates the webhook's CEL
-//	    matchConditions against sample RayJobs and pods.
+//	    matchConditions against sample RayJobs and pods. -ray-auth-secrets: rendered with
+//	    rbac.rayAuthSecrets (the ClusterRole also gets Secrets).
 //	chartcheck config-fields CONFIG_RS VALUES SCHEMA
 //	    Checks that `config` in values.yaml and in values.schema.json has exactly the fields
 //	    of rayshare's Config struct in src/config/mod.rs (rayshare rejects unknown fields, so a
@@ -13,6 +14,12 @@
 //	    Checks (or, with -write, rewrites) the values table in README between the markers
 //	    `<!-- values-table:start -->` and `<!-- values-table:end -->`, generated from the
 //	    `# --` comments in values.yaml.
+//	chartcheck installs [-templates DIR] README RENDER...
+//	    Checks the README's "What it installs" table against the renders: every rendered
+//	    kind has a row and every kind in the Object column is rendered (and every top-level
+//	    `kind:` of the templates in DIR is rendered); the Notes of the rows naming ClusterRole
+//	    and Role state each rendered rule as `resource[.group][/name] verb/verb/...` with
+//	    exactly its verbs, and no other rule (installs.go).
 package main
 
 import (
@@ -52,7 +59,7 @@ const webhookName = "rayshare.rayshare.io"
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chartcheck manifests|readme ...")
+		fmt.Fprintln(os.Stderr, "usage: chartcheck manifests|readme|config-fields|installs ...")
 		os.Exit(2)
 	}
 	var err error
@@ -63,6 +70,8 @@ func main() {
 		err = readmeCmd(os.Args[2:])
 	case "config-fields":
 		err = configFieldsCmd(os.Args[2:])
+	case "installs":
+		err = installsCmd(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -110,6 +119,7 @@ func manifestsCmd(args []string) error {
 	namespace := fs.String("namespace", "rayshare-system", "release namespace")
 	mode := fs.String("mode", "selfSigned", "certs.mode the file was rendered with")
 	caBundle := fs.String("ca-bundle", "", "provided mode: expected webhook caBundle (base64)")
+	rayAuthSecrets := fs.Bool("ray-auth-secrets", false, "rendered with rbac.rayAuthSecrets: the ClusterRole may get Secrets")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return errors.New("manifests: need exactly one file")
@@ -123,7 +133,7 @@ func manifestsCmd(args []string) error {
 		return err
 	}
 	p := &problems{}
-	checkObjects(p, r, *release, *namespace, *mode, *caBundle)
+	checkObjects(p, r, *release, *namespace, *mode, *caBundle, *rayAuthSecrets)
 	if len(p.list) > 0 {
 		return fmt.Errorf("%s (mode %s):\n  - %s", fs.Arg(0), *mode, strings.Join(p.list, "\n  - "))
 	}
@@ -238,7 +248,7 @@ func fullname(release string) string {
 	return release + "-rayshare"
 }
 
-func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle string) {
+func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle string, rayAuthSecrets bool) {
 	name := fullname(release)
 	one := func(kind string, n int) bool {
 		p.check(n == 1, "want exactly one %s, got %d", kind, n)
@@ -260,7 +270,7 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 			sa.Namespace, sa.Name, ns, name, ns, name)
 	}
 	if one("ClusterRole", len(r.clusterRoles)) {
-		checkRules(p, r.clusterRoles[0].Rules)
+		checkRules(p, r.clusterRoles[0].Rules, rayAuthSecrets)
 	}
 	if one("ClusterRoleBinding", len(r.bindings)) && len(r.clusterRoles) == 1 {
 		b := r.bindings[0]
@@ -412,7 +422,7 @@ func checkBinding(p *problems, kind string, ref rbacv1.RoleRef, roleKind, roleNa
 		"%s subjects %+v, want ServiceAccount %s/%s", kind, subjects, ns, name)
 }
 
-func checkRules(p *problems, rules []rbacv1.PolicyRule) {
+func checkRules(p *problems, rules []rbacv1.PolicyRule, rayAuthSecrets bool) {
 	want := map[string][]string{
 		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
 		"ray.io/rayjobs":                  {"get", "list", "watch"},
@@ -421,6 +431,9 @@ func checkRules(p *problems, rules []rbacv1.PolicyRule) {
 		"/pods":                           {"get", "list", "watch"},
 		"/namespaces":                     {"get", "list", "watch"},
 		"events.k8s.io/events":            {"create", "patch"},
+	}
+	if rayAuthSecrets {
+		want["/secrets"] = []string{"get"}
 	}
 	got := map[string][]string{}
 	for _, rule := range rules {
