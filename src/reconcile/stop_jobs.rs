@@ -6,7 +6,7 @@
 //! deletion missed while rayshare was down is still caught. A stop always follows a
 //! fresh read of the RayJob from the API server, never the cache alone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,8 @@ pub struct StopJobs {
     dashboard: Dashboard,
     /// (submission id) -> when this replica asked it to stop.
     stopping: tokio::sync::Mutex<HashMap<String, Instant>>,
+    /// Clusters looked at, so one that is gone takes its unattributed-jobs series along.
+    looked: std::sync::Mutex<BTreeSet<Key>>,
 }
 
 pub fn spawn(
@@ -60,6 +62,7 @@ pub fn spawn(
         config,
         metrics: metrics.clone(),
         stopping: Default::default(),
+        looked: Default::default(),
     };
     runner::spawn(Arc::new(stopper), schedule, Some(wakeups), metrics)
 }
@@ -70,11 +73,22 @@ impl Reconciler for StopJobs {
     }
 
     fn all(&self) -> Vec<Key> {
-        self.world
+        let keys: BTreeSet<Key> = self
+            .world
             .shared_clusters(&self.config.instance)
             .iter()
             .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
-            .collect()
+            .collect();
+        let mut looked = self.looked.lock().expect("not poisoned");
+        for (ns, name) in looked.difference(&keys) {
+            let series = crate::metrics::ClusterLabels {
+                cluster_namespace: ns.clone(),
+                cluster: name.clone(),
+            };
+            self.metrics.ray_jobs_unattributed.remove(&series);
+        }
+        looked.retain(|k| keys.contains(k));
+        keys.into_iter().collect()
     }
 
     async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
@@ -87,6 +101,10 @@ impl Reconciler for StopJobs {
             metrics: &self.metrics,
             dashboard: &self.dashboard,
         };
+        self.looked
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone());
         look.cluster(key, &mut stopping).await.map_err(|e| Failure {
             cause: e.cause(),
             error: Box::new(e),
@@ -129,7 +147,16 @@ impl Look<'_> {
         (ns, name): &Key,
         stopping: &mut HashMap<String, Instant>,
     ) -> Result<(), LookError> {
+        let series = crate::metrics::ClusterLabels {
+            cluster_namespace: ns.clone(),
+            cluster: name.clone(),
+        };
+        // No cluster, or no head to ask: no count of its Ray jobs stands.
+        let forget = || {
+            self.metrics.ray_jobs_unattributed.remove(&series);
+        };
         let Some(cluster) = self.world.cached_cluster(ns, name) else {
+            forget();
             return Ok(());
         };
         let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
@@ -140,6 +167,7 @@ impl Look<'_> {
                 // No head running: no Ray job to stop there now; the next pass looks again.
                 Err(e) => {
                     tracing::debug!(namespace = %ns, cluster = %name, reason = %e, "no dashboard to ask");
+                    forget();
                     return Ok(());
                 }
             }
@@ -208,10 +236,7 @@ impl Look<'_> {
         }
         self.metrics
             .ray_jobs_unattributed
-            .get_or_create(&crate::metrics::ClusterLabels {
-                cluster_namespace: ns.clone(),
-                cluster: name.clone(),
-            })
+            .get_or_create(&series)
             .set(unattributed);
         Ok(())
     }

@@ -171,6 +171,17 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
         .find_map(|l| l.strip_prefix(&gauge)?.trim().parse().ok())
         .unwrap_or_else(|| panic!("no {gauge}in\n{metrics}"));
     assert!(seen >= 1, "{metrics}");
+    // The head gone, the cluster's count goes with it: nothing is left to attribute.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(env.admin.clone(), &env.ns);
+    pods.delete("head", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    wait_for("the unattributed count to go with the head", || async {
+        let metrics = env.instances[0].metrics().await;
+        (!metrics.contains(&gauge)).then_some(())
+    })
+    .await;
     RAY_HEAD.stop("foreign-rayjobs").await;
 }
 
