@@ -87,6 +87,11 @@ pub async fn status(
         None => format!("{mine},{}=true", labels::SHARED_CLUSTER),
     };
     let claims = format!("{mine},{}=true", labels::INDEX_CLAIM);
+    // Jobs of this installation only, so another's clusters never show as missing.
+    let jobs = match &scope.instance {
+        Some(i) => format!("{},{}={i}", labels::JOB_CLUSTER, labels::INSTANCE),
+        None => labels::JOB_CLUSTER.to_string(),
+    };
     let (rc, rj, pg, lease) = (
         ray_cluster_resource(),
         ray_job_resource(),
@@ -95,7 +100,7 @@ pub async fn status(
     );
     let (clusters, jobs, pod_groups, claims) = tokio::try_join!(
         list(client, &rc, scope, &shared),
-        list(client, &rj, scope, labels::JOB_CLUSTER),
+        list(client, &rj, scope, &jobs),
         list(client, &pg, scope, &mine),
         list(client, &lease, scope, &claims),
     )?;

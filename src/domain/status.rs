@@ -43,7 +43,9 @@ pub struct Cluster {
     /// `cpu/memory[/gpu]` of the head's first container (requests, else limits).
     pub head: String,
     pub workers: Vec<WorkerGroup>,
-    /// `busy`, `idle`, `expired` (past its TTL), `marked` (about to go), `deleting`.
+    /// `busy`, `idle`, `expired` (past its TTL), `marked` (about to go), `deleting`, or
+    /// `missing`: active jobs select it but it is not there (being made, or refused: the
+    /// jobs' `SharedClusterNotMade` events say why).
     pub state: String,
     pub active_jobs: Vec<String>,
     pub idle_seconds: Option<u64>,
@@ -186,8 +188,32 @@ pub fn summarize(listed: &Listed, default_ttl: u64, now: Timestamp) -> Status {
     for c in &listed.clusters {
         let ns = namespace_of(c);
         let key = (ns.clone(), text(&c["metadata"]["name"]));
-        let jobs = by_cluster.get(&key).map(Vec::as_slice).unwrap_or_default();
-        let row = cluster(c, jobs, default_ttl, now);
+        let jobs = by_cluster.remove(&key).unwrap_or_default();
+        let row = cluster(c, &jobs, default_ttl, now);
+        status.namespaces.entry(ns).or_default().clusters.push(row);
+    }
+    // Clusters active jobs select that are not there: being made, or refused.
+    for ((ns, name), jobs) in by_cluster {
+        let mut active: Vec<String> = jobs
+            .iter()
+            .filter(|j| !reclaim::is_terminal(j))
+            .map(|j| text(&j["metadata"]["name"]))
+            .collect();
+        if active.is_empty() {
+            continue;
+        }
+        active.sort();
+        let row = Cluster {
+            name,
+            digest: String::new(),
+            image: String::new(),
+            head: String::new(),
+            workers: Vec::new(),
+            state: "missing".into(),
+            active_jobs: active,
+            idle_seconds: None,
+            reclaimable_in_seconds: None,
+        };
         status.namespaces.entry(ns).or_default().clusters.push(row);
     }
     for g in &listed.pod_groups {
@@ -285,7 +311,7 @@ pub fn render_table(status: &Status) -> String {
                     duration(c.idle_seconds),
                     duration(c.reclaimable_in_seconds),
                     or_dash(&c.image),
-                    c.head,
+                    or_dash(&c.head),
                     or_dash(&workers.join(", ")),
                 )
             });

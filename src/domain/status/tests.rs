@@ -115,11 +115,29 @@ fn clusters_show_jobs_idle_time_and_when_they_go() {
         (old.idle_seconds, old.reclaimable_in_seconds),
         (Some(3600), Some(0))
     );
-    assert_eq!(status.namespaces["other"].clusters[0].state, "marked");
+    let other = &status.namespaces["other"].clusters;
+    let marked = other.iter().find(|c| c.name == "ray-marked").unwrap();
+    assert_eq!(marked.state, "marked");
+    assert!(marked.active_jobs.is_empty());
+    // An active job whose cluster is not there (being made, or refused): shown, so the
+    // job's owner knows what it waits for.
+    let missing = other.iter().find(|c| c.name == "ray-busy").unwrap();
+    assert_eq!(missing.state, "missing");
+    assert_eq!(missing.active_jobs, ["x"]);
+    // A cluster only finished jobs selected is not missing: nothing waits for it.
+    let mut done = listed();
+    done.jobs = vec![job(
+        "ml",
+        "old",
+        "ray-gone",
+        json!({"jobDeploymentStatus": "Complete"}),
+    )];
+    let status = summarize(&done, 600, now());
     assert!(
-        status.namespaces["other"].clusters[0]
-            .active_jobs
-            .is_empty()
+        status.namespaces["ml"]
+            .clusters
+            .iter()
+            .all(|c| c.name != "ray-gone")
     );
 }
 
