@@ -155,8 +155,7 @@ impl<W: World> Work<'_, W> {
     async fn judge(&mut self, name: &str, digest: &str) -> Member {
         // Counted with the jobs admitted to it but not yet seen, so a burst that arrives
         // before the member exists spreads over the pool as a slow trickle would.
-        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
-        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
+        let full = self.full(name);
         // Not made yet (as far as this job can tell): it goes here unless full.
         let absent = if full {
             Member::Next
@@ -187,13 +186,18 @@ impl<W: World> Work<'_, W> {
 
     /// [`Self::judge`] from the cache alone: a member it does not hold counts as missing.
     fn judge_cached(&self, name: &str, digest: &str) -> Member {
-        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
-        let full = max > 0 && self.world.active_jobs(&self.namespace, name) >= max;
+        let full = self.full(name);
         match self.world.ray_cluster(&self.namespace, name) {
             Some(info) => Self::judge_known(&info, full, digest),
             None if full => Member::Next,
             None => Member::Use(false),
         }
+    }
+
+    /// At `maxJobsPerCluster`, counting the jobs admitted to it but not yet seen.
+    fn full(&self, name: &str) -> bool {
+        let max = self.cfg.shared_clusters.max_jobs_per_cluster as usize;
+        max > 0 && self.world.active_jobs(&self.namespace, name) >= max
     }
 
     fn judge_known(info: &ClusterInfo, full: bool, digest: &str) -> Member {

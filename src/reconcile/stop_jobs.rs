@@ -80,12 +80,8 @@ impl Reconciler for StopJobs {
             .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
             .collect();
         let mut looked = self.looked.lock().expect("not poisoned");
-        for (ns, name) in looked.difference(&keys) {
-            let series = crate::metrics::ClusterLabels {
-                cluster_namespace: ns.clone(),
-                cluster: name.clone(),
-            };
-            self.metrics.ray_jobs_unattributed.remove(&series);
+        for key in looked.difference(&keys) {
+            self.metrics.ray_jobs_unattributed.remove(&series(key));
         }
         looked.retain(|k| keys.contains(k));
         keys.into_iter().collect()
@@ -109,6 +105,14 @@ impl Reconciler for StopJobs {
             cause: e.cause(),
             error: Box::new(e),
         })
+    }
+}
+
+/// The cluster's series of the unattributed-jobs gauge.
+fn series((ns, name): &Key) -> crate::metrics::ClusterLabels {
+    crate::metrics::ClusterLabels {
+        cluster_namespace: ns.clone(),
+        cluster: name.clone(),
     }
 }
 
@@ -144,13 +148,11 @@ impl Look<'_> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
     async fn cluster(
         &self,
-        (ns, name): &Key,
+        key: &Key,
         stopping: &mut HashMap<String, Instant>,
     ) -> Result<(), LookError> {
-        let series = crate::metrics::ClusterLabels {
-            cluster_namespace: ns.clone(),
-            cluster: name.clone(),
-        };
+        let (ns, name) = key;
+        let series = series(key);
         // No cluster, or no head to ask: no count of its Ray jobs stands.
         let forget = || {
             self.metrics.ray_jobs_unattributed.remove(&series);

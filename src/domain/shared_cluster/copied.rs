@@ -43,13 +43,6 @@ impl Copied {
             annotations: pick(Meta::Annotations, &mut CLUSTER_ANNOTATIONS.into_iter()),
         }
     }
-
-    pub fn labels(labels: Map<String, Value>) -> Self {
-        Self {
-            labels,
-            ..Self::default()
-        }
-    }
 }
 
 #[cfg(test)]

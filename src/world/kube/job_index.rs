@@ -52,9 +52,7 @@ impl JobIndexState {
                 jobs.remove(&job);
                 if jobs.is_empty() {
                     self.by_cluster.remove(&key);
-                    if self.went_idle.len() < MAX_PENDING_TOTAL {
-                        self.went_idle.insert(key, Timestamp::now());
-                    }
+                    self.note_idle(key);
                 }
             }
         }
@@ -66,6 +64,13 @@ impl JobIndexState {
             }
             self.by_cluster.entry(key).or_default().insert(job.clone());
             self.active.insert((ns, job), cluster);
+        }
+    }
+
+    /// The cluster's last active job went now (bounded like `pending`).
+    fn note_idle(&mut self, key: (String, String)) {
+        if self.went_idle.len() < MAX_PENDING_TOTAL {
+            self.went_idle.insert(key, Timestamp::now());
         }
     }
 
@@ -148,8 +153,8 @@ impl JobIndex {
                 }
                 // Their last jobs went while the watch was away.
                 for key in before.into_keys() {
-                    if !s.by_cluster.contains_key(&key) && s.went_idle.len() < MAX_PENDING_TOTAL {
-                        s.went_idle.insert(key, Timestamp::now());
+                    if !s.by_cluster.contains_key(&key) {
+                        s.note_idle(key);
                     }
                 }
             }
