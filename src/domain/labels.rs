@@ -26,6 +26,13 @@ pub const POD_GROUPED: &str = "rayshare.io/pod-group";
 pub const POD_UID: &str = "rayshare.io/pod-uid";
 /// On index-claim Leases.
 pub const INDEX_CLAIM: &str = "rayshare.io/index-claim";
+/// On an index claim for a whole replica (a block): its host count. The webhook replica
+/// that made it hands out those hosts from memory; per-host claims have no such label.
+pub const CLAIM_HOSTS: &str = "rayshare.io/claim-hosts";
+/// Annotation on a block claim, once its maker stops handing out its hosts: how many it
+/// handed out (hosts `0..n`; the rest are free for per-host claims). `0` on a block taken
+/// over because its pods never came.
+pub const HOSTS_ASSIGNED: &str = "rayshare.io/hosts-assigned";
 /// On a shared cluster: the longest idle TTL its jobs asked for.
 pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 /// Annotation on a shared cluster: the creation time of its newest job (RFC 3339), the

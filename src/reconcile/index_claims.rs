@@ -1,4 +1,6 @@
-//! Releases index claims whose pod never appeared or is gone, so their slots are reused.
+//! Releases per-host index claims whose pod never appeared or is gone, so their slots are
+//! reused. Block claims stay with their cluster: they keep per-host claims in their
+//! replica apart from their maker's hand-outs (`world/kube/claims/block.rs`).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -36,7 +38,7 @@ pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(
     let grace = Duration::from_secs(cfg.claim_grace_seconds);
     let claims: Vec<_> = list_metadata(
         &leases,
-        ListParams::default().labels(&format!("{INDEX_CLAIM}=true")),
+        ListParams::default().labels(&format!("{INDEX_CLAIM}=true,!{}", labels::CLAIM_HOSTS)),
     )
     .await?
     .into_iter()

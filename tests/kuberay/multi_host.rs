@@ -2,7 +2,7 @@
 //! replicas), with KubeRay's `RayMultiHostIndexing` gate off (rayshare indexes them) and on
 //! (KubeRay does; rayshare keeps its labels and claims nothing).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -128,7 +128,20 @@ async fn gate_off_rayshare_indexes_kuberays_workers() {
         let id = env_vars.iter().find(|e| e.name == "TPU_WORKER_ID");
         assert_eq!(id.and_then(|e| e.value.clone()), Some(h.to_string()));
     }
-    assert_eq!(claims(&env).await.len(), (REPLICAS * HOSTS) as usize);
+    // Every replica has its block claim (its first pod's); hosts a block did not hand
+    // out (the group's last replicas go host by host) have their own.
+    let claims = claims(&env).await;
+    let block_replicas: BTreeSet<&str> = claims
+        .iter()
+        .filter(|c| c["metadata"]["labels"]["rayshare.io/claim-hosts"].as_str() == Some("4"))
+        .filter_map(|c| c["metadata"]["labels"]["ray.io/worker-group-replica-index"].as_str())
+        .collect();
+    assert_eq!(
+        block_replicas,
+        BTreeSet::from(["0", "1", "2"]),
+        "{claims:#?}"
+    );
+    assert!(claims.len() <= (REPLICAS + REPLICAS * HOSTS) as usize);
     // KubeRay's headless service resolves the hostnames rayshare set.
     wait_for_within(SLOW, "the cluster to be ready", || async {
         let c = env

@@ -427,7 +427,7 @@ func checkRules(p *problems, rules []rbacv1.PolicyRule, rayAuthSecrets bool) {
 		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
 		"ray.io/rayjobs":                  {"get", "list", "watch"},
 		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "patch", "watch"},
-		"coordination.k8s.io/leases":      {"create", "delete", "list"},
+		"coordination.k8s.io/leases":      {"create", "delete", "list", "patch"},
 		"/pods":                           {"get", "list", "watch"},
 		"/namespaces":                     {"get", "list", "watch"},
 		"events.k8s.io/events":            {"create", "patch"},

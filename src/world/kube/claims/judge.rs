@@ -6,8 +6,17 @@ use std::time::Duration;
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 
-use crate::domain::indices::Slot;
+use crate::domain::indices::{MAX_HOSTS, Slot};
+use crate::domain::labels;
 use crate::world::WorkerGroup;
+
+/// What a block claim (a whole replica, see `block.rs`) says beyond its replica.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Span {
+    pub hosts: u32,
+    /// Set once its maker stopped handing out hosts: it handed out `0..assigned`.
+    pub assigned: Option<u32>,
+}
 
 /// One claim Lease, as the claim logic reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +28,8 @@ pub(crate) struct Claim {
     /// The RayCluster that owns it (its uid).
     pub owner: Option<String>,
     pub age: Duration,
+    /// A block claim's hosts; `None` for a claim of one slot.
+    pub span: Option<Span>,
 }
 
 impl Claim {
@@ -36,6 +47,18 @@ impl Claim {
                 .find(|o| o.kind == "RayCluster")
                 .map(|o| o.uid.clone()),
             age: crate::world::kube::calls::age(m),
+            span: m
+                .labels
+                .as_ref()?
+                .get(labels::CLAIM_HOSTS)
+                .map(|hosts| Span {
+                    // Anyone may write a Lease in the namespace: bound what it makes us do.
+                    hosts: hosts.parse::<u32>().unwrap_or(MAX_HOSTS).min(MAX_HOSTS),
+                    assigned: m
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(labels::HOSTS_ASSIGNED)?.parse().ok()),
+                }),
         })
     }
 }
@@ -46,8 +69,11 @@ pub(crate) struct Judged {
     pub taken: BTreeSet<Slot>,
     /// Claims no pod holds yet, inside the in-flight window.
     pub unheld: Vec<Claim>,
-    /// Claims no pod holds, past the in-flight window: to delete.
+    /// Claims no pod holds, past the in-flight window: to delete (never a block: it is
+    /// what keeps its replica's per-host claims apart from its maker's).
     pub stale: Vec<Claim>,
+    /// Replicas that have a block claim: their free hosts go to per-host claims.
+    pub blocks: BTreeSet<u32>,
 }
 
 /// The claims in flight inside the replicas KubeRay makes for the group.
@@ -69,7 +95,9 @@ pub(crate) fn still_unheld(doubted: &[Claim], unheld: &[Claim]) -> Vec<Claim> {
 }
 
 /// Sorts a group's claims: another cluster's (same name, other uid) do not count; a claim
-/// counts while a live pod holds its slot or while its pod may still be on its way.
+/// counts while a live pod holds its slot or while its pod may still be on its way. A
+/// block counts for the hosts live pods hold and, in flight, for the hosts its maker may
+/// have handed out (all of them until it says how many).
 pub(crate) fn judge(
     claims: &[Claim],
     cluster_uid: &str,
@@ -86,6 +114,10 @@ pub(crate) fn judge(
         if other_cluster {
             continue;
         }
+        if let Some(span) = claim.span {
+            judge_block(claim, span, held, in_flight, &mut judged);
+            continue;
+        }
         if held.contains(&claim.slot) {
             judged.taken.insert(claim.slot);
         } else if claim.age < in_flight {
@@ -96,6 +128,84 @@ pub(crate) fn judge(
         }
     }
     judged
+}
+
+/// Replicas at a group's end claimed host by host: when a burst is split over several
+/// webhook replicas, each ends it with a block half handed out, and a pod of the last
+/// replica would wait for a maker to seal one.
+pub(crate) const TAIL: u32 = 2;
+
+/// How the next claim is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// A claim of this one slot: its replica has a block (sealed, or past the in-flight
+    /// window), or the group's claims are per host.
+    Slot(Slot),
+    /// A block for this untouched replica; its maker hands out the hosts.
+    Open(u32),
+    /// A block handing out nothing, made first so per-host claims in this replica never
+    /// meet a block made later by someone who had not seen them.
+    Gate(u32),
+}
+
+/// The next claim for a group's lowest free slot. `blocks_on`: the group has several
+/// hosts per replica and an owner to take its block claims away with it.
+pub(crate) fn next_claim(
+    taken: &BTreeSet<Slot>,
+    blocks: &BTreeSet<u32>,
+    shape: WorkerGroup,
+    blocks_on: bool,
+) -> Next {
+    let slot = crate::domain::indices::next_slot(taken, shape.hosts);
+    if !blocks_on || blocks.contains(&slot.replica) {
+        return Next::Slot(slot);
+    }
+    let replica = slot.replica;
+    let untouched = slot.host == 0
+        && taken
+            .range(slot..)
+            .next()
+            .is_none_or(|s| s.replica != replica);
+    let in_tail = shape.replicas > 0 && replica.saturating_add(TAIL) >= shape.replicas;
+    if untouched && !in_tail {
+        Next::Open(replica)
+    } else {
+        Next::Gate(replica)
+    }
+}
+
+fn judge_block(
+    claim: &Claim,
+    span: Span,
+    held: &BTreeSet<Slot>,
+    in_flight: Duration,
+    judged: &mut Judged,
+) {
+    let replica = claim.slot.replica;
+    judged.blocks.insert(replica);
+    let first = Slot { replica, host: 0 };
+    let last = Slot {
+        replica,
+        host: u32::MAX,
+    };
+    judged.taken.extend(held.range(first..=last));
+    if claim.age >= in_flight {
+        return;
+    }
+    let handed_out = span
+        .assigned
+        .unwrap_or(span.hosts)
+        .min(span.hosts)
+        .min(MAX_HOSTS);
+    let mut waiting = false;
+    for host in 0..handed_out {
+        let slot = Slot { replica, host };
+        waiting |= !held.contains(&slot);
+        judged.taken.insert(slot);
+    }
+    if waiting {
+        judged.unheld.push(claim.clone());
+    }
 }
 
 #[cfg(test)]
@@ -112,7 +222,43 @@ mod tests {
             slot: Slot { replica, host },
             owner: (!owner.is_empty()).then(|| owner.to_string()),
             age: Duration::from_secs(age_s),
+            span: None,
         }
+    }
+
+    fn block(replica: u32, hosts: u32, assigned: Option<u32>, age_s: u64) -> Claim {
+        Claim {
+            span: Some(Span { hosts, assigned }),
+            name: format!("b-{replica}"),
+            uid: format!("b-{replica}"),
+            ..claim(replica, 0, "c1", age_s)
+        }
+    }
+
+    #[rstest]
+    // Its maker may still hand out any host.
+    #[case::open(block(2, 4, None, 1), &[(2, 0)], &[(2, 0), (2, 1), (2, 2), (2, 3)], true)]
+    #[case::open_and_full(block(2, 2, None, 1), &[(2, 0), (2, 1)], &[(2, 0), (2, 1)], false)]
+    // Its maker stopped after two hosts: the others are free for per-host claims.
+    #[case::sealed(block(2, 4, Some(2), 1), &[(2, 0)], &[(2, 0), (2, 1)], true)]
+    #[case::sealed_and_held(block(2, 4, Some(2), 1), &[(2, 0), (2, 1)], &[(2, 0), (2, 1)], false)]
+    // Taken over: only what live pods hold.
+    #[case::taken_over(block(2, 4, Some(0), 1), &[(2, 3)], &[(2, 3)], false)]
+    // Past the in-flight window: only what live pods hold.
+    #[case::old(block(2, 4, None, 300), &[(2, 1)], &[(2, 1)], false)]
+    #[case::old_and_empty(block(2, 4, None, 300), &[], &[], false)]
+    fn blocks_are_judged(
+        #[case] b: Claim,
+        #[case] held: &[(u32, u32)],
+        #[case] taken: &[(u32, u32)],
+        #[case] waiting: bool,
+    ) {
+        let replica = b.slot.replica;
+        let judged = judge(&[b], "c1", &slots(held), IN_FLIGHT);
+        assert_eq!(judged.taken, slots(taken));
+        assert_eq!(!judged.unheld.is_empty(), waiting);
+        assert!(judged.stale.is_empty(), "a block is never released");
+        assert_eq!(judged.blocks, BTreeSet::from([replica]));
     }
 
     fn slots(list: &[(u32, u32)]) -> BTreeSet<Slot> {
@@ -138,6 +284,44 @@ mod tests {
         let judged = judge(&[c], "c1", &slots(held), IN_FLIGHT);
         assert_eq!(judged.taken, slots(taken));
         assert_eq!(judged.stale.len(), stale);
+    }
+
+    #[test]
+    fn a_forged_block_is_bounded() {
+        let judged = judge(&[block(0, u32::MAX, None, 1)], "c1", &slots(&[]), IN_FLIGHT);
+        assert_eq!(judged.taken.len(), MAX_HOSTS as usize);
+    }
+
+    const SHAPE: WorkerGroup = WorkerGroup {
+        hosts: 4,
+        replicas: 8,
+    };
+
+    #[rstest]
+    #[case::first(&[], &[], true, Next::Open(0))]
+    #[case::next_replica(&[(0, 0), (0, 1), (0, 2), (0, 3)], &[0], true, Next::Open(1))]
+    // A hole in a sealed block: per host.
+    #[case::hole(&[(0, 0), (0, 1)], &[0], true, Next::Slot(Slot { replica: 0, host: 2 }))]
+    // Slots taken without a block (pods of an older rayshare): gate first.
+    #[case::touched(&[(0, 0)], &[], true, Next::Gate(0))]
+    #[case::touched_later(&[(0, 3)], &[], true, Next::Gate(0))]
+    // The group's last replicas go host by host.
+    #[case::tail(&slots_upto(6), &(0..6).collect::<Vec<_>>(), true, Next::Gate(6))]
+    #[case::off(&[], &[], false, Next::Slot(Slot { replica: 0, host: 0 }))]
+    fn next_claims(
+        #[case] taken: &[(u32, u32)],
+        #[case] blocks: &[u32],
+        #[case] blocks_on: bool,
+        #[case] next: Next,
+    ) {
+        let blocks: BTreeSet<u32> = blocks.iter().copied().collect();
+        assert_eq!(next_claim(&slots(taken), &blocks, SHAPE, blocks_on), next);
+    }
+
+    fn slots_upto(replicas: u32) -> Vec<(u32, u32)> {
+        (0..replicas)
+            .flat_map(|r| (0..4).map(move |h| (r, h)))
+            .collect()
     }
 
     #[test]

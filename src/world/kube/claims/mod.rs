@@ -1,4 +1,5 @@
-//! Index claims: one Lease per (cluster, group, slot), made through the API server.
+//! Index claims, made through the API server: a block Lease per replica of a group
+//! (`block.rs`), and a Lease per (replica, host) for the hosts a block did not hand out.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -16,8 +17,10 @@ use crate::domain::labels;
 use crate::domain::labels::INDEX_CLAIM;
 use crate::world::{Claimed, IndexRequest, WorldError};
 
+mod block;
 mod judge;
-use judge::{Claim, Judged, inside, judge, still_unheld};
+use block::OpenBlock;
+use judge::{Claim, Judged, Next, inside, judge, next_claim, still_unheld};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts
 /// with nothing known.
@@ -30,9 +33,13 @@ pub(super) type GroupKey = (String, String, String, String);
 #[derive(Default)]
 pub(super) struct KnownClaims {
     taken: BTreeSet<Slot>,
+    /// Replicas with a block claim.
+    blocks: BTreeSet<u32>,
     /// Claims of the last list still waiting for their pods.
     unheld: Vec<Claim>,
     listed: Option<Instant>,
+    /// The blocks this replica hands out hosts from, lowest replica first.
+    open: Vec<OpenBlock>,
 }
 
 /// How long a list of claims is trusted.
@@ -46,13 +53,79 @@ impl KnownClaims {
         self.listed.is_some_and(|t| t.elapsed() < CLAIMS_KNOWN_FOR)
     }
 
-    /// The group's claims as just listed (under the group's lock: none of this replica's
-    /// own are in flight).
+    /// The group's claims as just listed (a block of ours still being made may be
+    /// missing: its create settles who has it).
     fn update(&mut self, judged: Judged, at: Instant) {
         self.taken = judged.taken;
+        self.blocks = judged.blocks;
         self.unheld = judged.unheld;
         self.listed = Some(at);
+        // Ours until we seal them, whatever the list said of them.
+        for b in &self.open {
+            self.taken.extend((0..b.hosts).map(|host| Slot {
+                replica: b.replica,
+                host,
+            }));
+        }
     }
+
+    /// A host from the lowest open block that may still hand one out.
+    fn take_open(&mut self) -> Option<Slot> {
+        let now = tokio::time::Instant::now();
+        self.open.iter_mut().find_map(|b| b.take(now))
+    }
+
+    fn add_open(&mut self, block: OpenBlock) {
+        let at = self.open.partition_point(|b| b.replica < block.replica);
+        self.open.insert(at, block);
+    }
+
+    /// Takes open block `name` out of use; the hosts it did not hand out are free (for
+    /// our own per-host claims at once, for others once it is sealed).
+    fn close(&mut self, name: &str) -> Option<OpenBlock> {
+        let at = self.open.iter().position(|b| b.name == name)?;
+        let block = self.open.remove(at);
+        for host in block.next..block.hosts {
+            self.taken.remove(&Slot {
+                replica: block.replica,
+                host,
+            });
+        }
+        Some(block)
+    }
+}
+
+/// `rayshare-idx-<hash of cluster, its uid, group>`: every claim of a group starts so.
+fn group_prefix(r: &IndexRequest) -> String {
+    let id = format!("{}/{}/{}", r.cluster, r.cluster_uid, r.group);
+    format!("rayshare-idx-{}", crate::domain::naming::hashed(&id, 16))
+}
+
+/// A claim Lease of the group, owned by the RayCluster so it goes with it.
+fn lease_object(r: &IndexRequest, name: &str) -> Value {
+    let mut metadata = json!({
+        "name": name,
+        "namespace": r.namespace,
+        "labels": {
+            labels::MANAGED_BY: labels::MANAGER,
+            INDEX_CLAIM: "true",
+            labels::RAY_CLUSTER: r.cluster,
+            labels::RAY_GROUP: r.group,
+        },
+        "annotations": { labels::ADMISSION_UID: r.admission_uid },
+    });
+    if !r.cluster_uid.is_empty() {
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "name": r.cluster, "uid": r.cluster_uid,
+        }]);
+    }
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": { "holderIdentity": r.admission_uid },
+    })
 }
 
 impl KubeWorld {
@@ -61,38 +134,16 @@ impl KubeWorld {
     /// The cluster's uid is part of it: claims of an earlier cluster of the same name
     /// (left for the garbage collector) never stand in a new one's way.
     fn claim_name(r: &IndexRequest, slot: Slot) -> String {
-        let id = format!("{}/{}/{}", r.cluster, r.cluster_uid, r.group);
-        let h = crate::domain::naming::hashed(&id, 16);
-        format!("rayshare-idx-{h}-{}-{}", slot.replica, slot.host)
+        format!("{}-{}-{}", group_prefix(r), slot.replica, slot.host)
     }
 
-    /// A claim Lease for one slot, owned by the RayCluster so it goes with it.
+    /// A claim Lease for one slot.
     pub fn claim_object(r: &IndexRequest, slot: Slot) -> Value {
-        let mut metadata = json!({
-            "name": Self::claim_name(r, slot),
-            "namespace": r.namespace,
-            "labels": {
-                labels::MANAGED_BY: labels::MANAGER,
-                INDEX_CLAIM: "true",
-                labels::RAY_CLUSTER: r.cluster,
-                labels::RAY_GROUP: r.group,
-                labels::REPLICA_INDEX: slot.replica.to_string(),
-                labels::HOST_INDEX: slot.host.to_string(),
-            },
-            "annotations": { labels::ADMISSION_UID: r.admission_uid },
-        });
-        if !r.cluster_uid.is_empty() {
-            metadata["ownerReferences"] = json!([{
-                "apiVersion": "ray.io/v1", "kind": "RayCluster",
-                "name": r.cluster, "uid": r.cluster_uid,
-            }]);
-        }
-        json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": { "holderIdentity": r.admission_uid },
-        })
+        let mut lease = lease_object(r, &Self::claim_name(r, slot));
+        let l = &mut lease["metadata"]["labels"];
+        l[labels::REPLICA_INDEX] = json!(slot.replica.to_string());
+        l[labels::HOST_INDEX] = json!(slot.host.to_string());
+        lease
     }
 
     /// The group's slots that are taken: claimed by this cluster (not an earlier one of
@@ -198,15 +249,46 @@ impl KubeWorld {
                 namespace = %r.namespace, cluster = %r.cluster, group = %r.group,
                 claims = still.len(), "taking over index claims whose pods did not come"
             );
-            self.release(r, &still, left()).await;
-            for claim in &still {
-                known.taken.remove(&claim.slot);
+            let (blocks, slots): (Vec<Claim>, Vec<Claim>) =
+                still.iter().cloned().partition(|c| c.span.is_some());
+            self.release(r, &slots, left()).await;
+            for claim in &blocks {
+                block::take_over(&self.client, &r.namespace, claim, left()).await;
             }
-            known
-                .unheld
-                .retain(|c| !still.iter().any(|s| s.uid == c.uid));
+            let at = Instant::now();
+            known.update(self.list_claims(r, left()).await?, at);
             return Ok(still.len());
         }
+    }
+
+    /// How long a block made here hands out hosts: half the takeover wait, so a pod that
+    /// takes a block over never races its maker.
+    fn block_open_for(&self) -> Duration {
+        (self.claim_takeover / 2).min(Duration::from_secs(1))
+    }
+
+    /// Makes `replica`'s block: `None` when another replica made it first.
+    async fn open_block(
+        &self,
+        r: &IndexRequest,
+        replica: u32,
+        timeout: Duration,
+    ) -> Result<Option<OpenBlock>, WorldError> {
+        let opened = tokio::time::Instant::now();
+        let object = block::block_object(r, replica, None);
+        let made = block::make(&self.client, r, &object, timeout)
+            .await
+            .map_err(to_world_error)?;
+        Ok(made.map(|resource_version| {
+            OpenBlock::new(
+                replica,
+                r.shape.hosts,
+                block::block_name(r, replica),
+                resource_version,
+                self.block_open_for(),
+                opened,
+            )
+        }))
     }
 
     /// Lists the group's claims (unless listed a moment ago), then creates the claim of
@@ -235,31 +317,86 @@ impl KubeWorld {
             );
             queues.entry(key).or_default().clone()
         };
-        let mut known = tokio::time::timeout(remaining(), queue.lock())
-            .await
-            .map_err(|_| WorldError::Timeout)?;
+        let lock = || async {
+            tokio::time::timeout(remaining(), queue.lock())
+                .await
+                .map_err(|_| WorldError::Timeout)
+        };
+        let mut known = lock().await?;
+        if let Some(slot) = known.take_open().filter(|_| !r.dry_run) {
+            return Ok(Claimed {
+                slot,
+                taken_over: 0,
+            });
+        }
         if !known.fresh() {
             let at = Instant::now();
             let judged = self.list_claims(r, remaining()).await?;
             known.update(judged, at);
         }
+        // Blocks need an owner to go with, and a maker that may hand out for a moment.
+        let blocks_on =
+            r.shape.hosts > 1 && !r.cluster_uid.is_empty() && !self.block_open_for().is_zero();
         let mut settled = false;
         let mut taken_over = 0;
         for lost in 1.. {
-            let mut slot = indices::next_slot(&known.taken, r.shape.hosts);
+            // Another of our pods may have opened a block meanwhile.
+            if let Some(slot) = known.take_open().filter(|_| !r.dry_run && lost > 1) {
+                return Ok(Claimed { slot, taken_over });
+            }
+            let slot = indices::next_slot(&known.taken, r.shape.hosts);
             if r.dry_run {
                 return Ok(Claimed { slot, taken_over });
             }
             if !settled && indices::overflows(slot, r.shape) {
                 settled = true;
                 taken_over = self.settle_gaps(r, &mut known, deadline).await?;
-                slot = indices::next_slot(&known.taken, r.shape.hosts);
             }
-            let won = self
-                .try_create(&Self::claim_object(r, slot), remaining())
-                .await?;
-            known.taken.insert(slot);
-            if won {
+            let won = match next_claim(&known.taken, &known.blocks, r.shape, blocks_on) {
+                Next::Slot(slot) => {
+                    let won = self
+                        .try_create(&Self::claim_object(r, slot), remaining())
+                        .await?;
+                    known.taken.insert(slot);
+                    won.then_some(slot)
+                }
+                Next::Open(replica) => {
+                    // Ours or someone's: its hosts are taken either way.
+                    known
+                        .taken
+                        .extend((0..r.shape.hosts).map(|host| Slot { replica, host }));
+                    known.blocks.insert(replica);
+                    // Made without the group's lock: our other pods meanwhile open the
+                    // next replicas' blocks, so a burst is not one create at a time.
+                    drop(known);
+                    let opened = self.open_block(r, replica, remaining()).await;
+                    known = lock().await?;
+                    opened?.and_then(|block| {
+                        let name = block.name.clone();
+                        known.add_open(block);
+                        let slot = known.take_open();
+                        block::seal_when_closed(
+                            self.client.clone(),
+                            r.namespace.clone(),
+                            queue.clone(),
+                            name,
+                            remaining(),
+                        );
+                        slot
+                    })
+                }
+                Next::Gate(replica) => {
+                    let gate = block::block_object(r, replica, Some(0));
+                    if !self.try_create(&gate, remaining()).await? {
+                        // Someone's block: what it hands out shows in a list.
+                        let at = Instant::now();
+                        known.update(self.list_claims(r, remaining()).await?, at);
+                    }
+                    known.blocks.insert(replica);
+                    None
+                }
+            };
+            if let Some(slot) = won {
                 return Ok(Claimed { slot, taken_over });
             }
             if lost % RELIST_EVERY == 0 {

@@ -1,0 +1,160 @@
+//! A multi-host slice: every worker pod of a `numOfHosts: 4` group with 64 replicas
+//! created at once, indexed by one and by two rayshare replicas, against the floor: the
+//! same burst into a namespace rayshare does not serve, in the same run.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::{CONCURRENCY, Latencies, counting, ms};
+
+const REPLICAS: usize = 64;
+const HOSTS: usize = 4;
+const PODS: usize = REPLICAS * HOSTS;
+
+/// One burst of the slice's pods.
+struct Burst {
+    latencies: Latencies,
+    wall: Duration,
+    indexed: usize,
+    duplicates: usize,
+    lease_calls: u64,
+}
+
+impl Burst {
+    /// Creates `pods` in `namespace`, CONCURRENCY at a time, counting Lease calls.
+    async fn run(client: &kube::Client, namespace: &str, pods: Vec<Value>) -> Self {
+        let started = Instant::now();
+        let (created, lease_calls) = counting(client, "leases", async {
+            stream::iter(pods)
+                .map(|o| async move {
+                    let stored = create_in(client, namespace, o, false).await;
+                    (Instant::now(), stored)
+                })
+                .buffer_unordered(CONCURRENCY)
+                .collect::<Vec<_>>()
+                .await
+        })
+        .await;
+        let wall = started.elapsed();
+        let mut slots = BTreeSet::new();
+        let mut indexed = 0;
+        let mut latencies = Vec::new();
+        for (at, pod) in &created {
+            let labels = &pod["metadata"]["labels"];
+            let replica = labels["ray.io/worker-group-replica-index"].as_str();
+            let host = labels["ray.io/replica-host-index"].as_str();
+            if let (Some(r), Some(h)) = (replica, host) {
+                indexed += 1;
+                slots.insert((r.to_string(), h.to_string()));
+            }
+            latencies.push(at.saturating_duration_since(started));
+        }
+        Self {
+            latencies: Latencies::new(latencies),
+            wall,
+            indexed,
+            duplicates: indexed - slots.len(),
+            lease_calls,
+        }
+    }
+
+    fn row(&self, label: &str, floor: Option<Duration>) -> String {
+        let ratio = floor.map_or("1".into(), |f| {
+            format!("{:.2}", self.wall.as_secs_f64() / f.as_secs_f64())
+        });
+        format!(
+            "| {label} | {} | {} | {} | {} | {} | {ratio} | {} | {:.2} |",
+            self.latencies.0.len(),
+            self.indexed,
+            self.latencies.q(0.5),
+            self.latencies.q(0.99),
+            ms(self.wall),
+            self.duplicates,
+            self.lease_calls as f64 / PODS as f64,
+        )
+    }
+}
+
+/// Deletes the namespace's pods and waits until they are gone.
+async fn clear(client: &kube::Client, namespace: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let all = ListParams::default();
+    pods.delete_collection(&DeleteParams::default().grace_period(0), &all)
+        .await
+        .unwrap();
+    wait_for("the floor's pods to go", || async {
+        pods.list(&all).await.ok()?.items.is_empty().then_some(())
+    })
+    .await;
+}
+
+/// The table's rows for `replicas` rayshare replicas: floor, served, floor again (each
+/// served burst needs a new cluster: block claims stay with theirs).
+pub async fn rows(replicas: usize) -> Vec<String> {
+    let env = TestEnv::new(&format!("burst-slice-{replicas}"), DEFAULT_CONFIG, replicas).await;
+    let mut job = sample("rayjob-run-a.yaml");
+    let group = &mut job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
+    group["numOfHosts"] = json!(HOSTS);
+    group["replicas"] = json!(REPLICAS);
+    group["maxReplicas"] = json!(REPLICAS);
+    job["metadata"]["labels"] = json!({SHARD_LABEL: "0"});
+    let stored = create_in(&env.admin, &env.ns, job, false).await;
+    let cluster = stored["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .expect("rewritten")
+        .to_string();
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    let shared = wait_for("the shared cluster", || async {
+        clusters.get_opt(&cluster).await.ok().flatten()
+    })
+    .await;
+    let group_name = shared.data["spec"]["workerGroupSpecs"][0]["groupName"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let worker = |i: usize| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": format!("{cluster}-worker-"), "labels": {
+                "ray.io/cluster": cluster, "ray.io/group": group_name,
+                "ray.io/node-type": "worker", SHARD_LABEL: (i % replicas).to_string()}},
+            "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}})
+    };
+    // Every replica must know the cluster's hosts before the burst: a probe per replica.
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    for i in 0..replicas {
+        let probe: Pod = serde_json::from_value(worker(i)).unwrap();
+        let dry = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        wait_for("each replica to know the cluster's hosts", || async {
+            let p = pods.create(&dry, &probe).await.ok()?;
+            p.metadata
+                .labels?
+                .contains_key("ray.io/replica-host-index")
+                .then_some(())
+        })
+        .await;
+    }
+    // The floor: a namespace no registration selects, so the API server alone.
+    let floor_ns = format!("{}-floor", env.ns);
+    create_namespace(&env.admin, &floor_ns, &[]).await;
+    let all = || (0..PODS).map(worker).collect::<Vec<_>>();
+    let before = Burst::run(&env.admin, &floor_ns, all()).await;
+    clear(&env.admin, &floor_ns).await;
+    let served = Burst::run(&env.admin, &env.ns, all()).await;
+    let after = Burst::run(&env.admin, &floor_ns, all()).await;
+    clear(&env.admin, &floor_ns).await;
+    let floor = (before.wall + after.wall) / 2;
+    vec![
+        before.row("floor (no webhook), before", None),
+        served.row(&format!("rayshare, {replicas} replica(s)"), Some(floor)),
+        after.row("floor (no webhook), after", None),
+    ]
+}

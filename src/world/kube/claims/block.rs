@@ -1,0 +1,297 @@
+//! Block claims: one Lease for a whole replica of a multi-host group, made by its first
+//! pod; the webhook replica that made it hands the replica's other hosts to its next pods
+//! from memory. A slice burst then costs one API write per replica, not one per pod.
+//!
+//! Only the block's maker hands out its hosts, only for a moment after making it
+//! ([`OpenBlock::usable`]), then it seals the block with how many it handed out; the rest
+//! go to per-host claims. A block is never deleted before its cluster: it is what keeps
+//! per-host claims in its replica apart from its maker's hand-outs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::KnownClaims;
+use super::judge::Claim;
+use crate::domain::indices::Slot;
+use crate::domain::labels;
+use crate::world::IndexRequest;
+use crate::world::kube::calls::bounded;
+use crate::world::kube::resources::lease_resource;
+
+/// A block is sealed once no pod asked for a host this long, so its free hosts go to
+/// per-host claims at once (the end of a burst).
+const IDLE: Duration = Duration::from_millis(100);
+
+/// A block this replica made and still hands out hosts from.
+#[derive(Debug)]
+pub(super) struct OpenBlock {
+    pub replica: u32,
+    pub hosts: u32,
+    /// The next host to hand out.
+    pub next: u32,
+    pub name: String,
+    pub resource_version: String,
+    opened: Instant,
+    last: Instant,
+    /// How long after its create it may hand out hosts: well inside the takeover wait,
+    /// so whoever takes a block over never races its maker.
+    open_for: Duration,
+}
+
+impl OpenBlock {
+    pub fn new(
+        replica: u32,
+        hosts: u32,
+        name: String,
+        resource_version: String,
+        open_for: Duration,
+        opened: Instant,
+    ) -> Self {
+        Self {
+            replica,
+            hosts,
+            next: 0,
+            name,
+            resource_version,
+            opened,
+            last: opened,
+            open_for,
+        }
+    }
+
+    fn closes_at(&self) -> Instant {
+        (self.last + IDLE).min(self.opened + self.open_for)
+    }
+
+    /// It may still hand out a host.
+    pub fn usable(&self, now: Instant) -> bool {
+        self.next < self.hosts && now < self.closes_at()
+    }
+
+    /// The next host, if the block may still hand it out.
+    pub fn take(&mut self, now: Instant) -> Option<Slot> {
+        if !self.usable(now) {
+            return None;
+        }
+        let slot = Slot {
+            replica: self.replica,
+            host: self.next,
+        };
+        self.next += 1;
+        self.last = now;
+        Some(slot)
+    }
+}
+
+/// Deterministic per (cluster, group, replica); a per-host claim's name has the host
+/// after it, so the two never meet.
+pub(super) fn block_name(r: &IndexRequest, replica: u32) -> String {
+    format!("{}-{replica}", super::group_prefix(r))
+}
+
+/// A block Lease for `replica`; `assigned` set for a gate (a block that hands out
+/// nothing, made so per-host claims may go in its replica).
+pub(super) fn block_object(r: &IndexRequest, replica: u32, assigned: Option<u32>) -> Value {
+    let mut lease = super::lease_object(r, &block_name(r, replica));
+    let meta = &mut lease["metadata"];
+    meta["labels"][labels::REPLICA_INDEX] = json!(replica.to_string());
+    meta["labels"][labels::CLAIM_HOSTS] = json!(r.shape.hosts.to_string());
+    if let Some(n) = assigned {
+        meta["annotations"][labels::HOSTS_ASSIGNED] = json!(n.to_string());
+    }
+    lease
+}
+
+/// Creates `replica`'s block: `Ok(Some(resourceVersion))` when this replica made it,
+/// `Ok(None)` when it exists already.
+pub(super) async fn make(
+    client: &kube::Client,
+    r: &IndexRequest,
+    object: &Value,
+    timeout: Duration,
+) -> Result<Option<String>, kube::Error> {
+    let leases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &r.namespace, &lease_resource());
+    let object: DynamicObject =
+        serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+    let made = bounded(timeout, leases.create(&PostParams::default(), &object))
+        .await
+        .map_err(|_| timeout_error())?;
+    match made {
+        Ok(made) => Ok(Some(made.metadata.resource_version.unwrap_or_default())),
+        Err(e) if crate::world::kube::calls::is_already_exists(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn timeout_error() -> kube::Error {
+    kube::Error::Service("index claim timed out".into())
+}
+
+/// Says how many of its hosts a block handed out, exactly on the version judged (a
+/// block sealed or taken over meanwhile keeps what the other writer said).
+pub(super) async fn seal(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+    assigned: u32,
+    timeout: Duration,
+) -> Result<(), kube::Error> {
+    let leases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &lease_resource());
+    let patch = json!({"metadata": {
+        "resourceVersion": resource_version,
+        "annotations": {labels::HOSTS_ASSIGNED: assigned.to_string()},
+    }});
+    bounded(
+        timeout,
+        leases.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    .map_err(|_| timeout_error())?
+    .map(|_| ())
+}
+
+/// Takes over a block whose handed-out hosts' pods never came: only live pods count in
+/// it from now on.
+pub(super) async fn take_over(
+    client: &kube::Client,
+    namespace: &str,
+    claim: &Claim,
+    timeout: Duration,
+) {
+    if let Err(e) = seal(
+        client,
+        namespace,
+        &claim.name,
+        &claim.resource_version,
+        0,
+        timeout,
+    )
+    .await
+    {
+        tracing::debug!(namespace, claim = %claim.name, error = %e, "block not taken over");
+    }
+}
+
+/// Seals open block `name` once it may hand out no more, unless it handed out every host
+/// (nothing left to say).
+pub(super) fn seal_when_closed(
+    client: kube::Client,
+    namespace: String,
+    known: Arc<tokio::sync::Mutex<KnownClaims>>,
+    name: String,
+    timeout: Duration,
+) {
+    tokio::spawn(async move {
+        loop {
+            let closes_at = match known.lock().await.open.iter().find(|b| b.name == name) {
+                Some(b) => b.closes_at(),
+                None => return,
+            };
+            tokio::time::sleep_until(closes_at).await;
+            let block = {
+                let mut known = known.lock().await;
+                match known.open.iter().find(|b| b.name == name) {
+                    Some(b) if b.usable(Instant::now()) => continue,
+                    Some(_) => known.close(&name),
+                    None => return,
+                }
+            };
+            if let Some(block) = block {
+                seal_closed(&client, &namespace, &block, timeout).await;
+            }
+            return;
+        }
+    });
+}
+
+/// Seals a block taken out of use (one that handed out every host needs nothing).
+pub(super) async fn seal_closed(
+    client: &kube::Client,
+    namespace: &str,
+    block: &OpenBlock,
+    timeout: Duration,
+) {
+    if block.next >= block.hosts {
+        return;
+    }
+    match seal(
+        client,
+        namespace,
+        &block.name,
+        &block.resource_version,
+        block.next,
+        timeout,
+    )
+    .await
+    {
+        Ok(()) => {
+            tracing::debug!(namespace, claim = %block.name, handed_out = block.next, "block sealed")
+        }
+        // Others count all its hosts taken until its pods come or it leaves the
+        // in-flight window: slower, never wrong.
+        Err(e) => tracing::warn!(namespace, claim = %block.name, error = %e, "block not sealed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(open_for_ms: u64, at: Instant) -> OpenBlock {
+        OpenBlock::new(
+            3,
+            2,
+            "b".into(),
+            "1".into(),
+            Duration::from_millis(open_for_ms),
+            at,
+        )
+    }
+
+    #[test]
+    fn a_block_hands_out_each_host_once_then_nothing() {
+        let t = Instant::now();
+        let mut b = block(1000, t);
+        assert_eq!(
+            b.take(t),
+            Some(Slot {
+                replica: 3,
+                host: 0
+            })
+        );
+        assert_eq!(
+            b.take(t + Duration::from_millis(50)),
+            Some(Slot {
+                replica: 3,
+                host: 1
+            })
+        );
+        assert_eq!(b.take(t + Duration::from_millis(60)), None);
+        assert!(!b.usable(t));
+    }
+
+    #[test]
+    fn a_block_closes_when_idle_or_old() {
+        let t = Instant::now();
+        let mut idle = block(1000, t);
+        idle.take(t);
+        assert!(idle.usable(t + IDLE - Duration::from_millis(1)));
+        assert!(!idle.usable(t + IDLE));
+        assert_eq!(idle.take(t + IDLE), None);
+        // Kept busy, it still closes when its time is up.
+        let mut busy = OpenBlock {
+            hosts: 100,
+            ..block(150, t)
+        };
+        assert!(busy.take(t + Duration::from_millis(90)).is_some());
+        assert!(busy.take(t + Duration::from_millis(149)).is_some());
+        assert_eq!(busy.take(t + Duration::from_millis(150)), None);
+    }
+}
