@@ -84,6 +84,7 @@ pub struct Metrics {
     pub shared_clusters: Family<StateLabel, Gauge>,
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
     pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
+    pub ray_jobs_deleted: Counter,
     pub ray_jobs_unattributed: Family<ClusterLabels, Gauge>,
     pub events: Family<ReasonLabel, Counter>,
     pub events_dropped: Family<ReasonLabel, Counter>,
@@ -211,6 +212,12 @@ impl Default for Metrics {
             "Ray jobs stopped on shared clusters because their RayJob was deleted, finished or superseded",
             ray_jobs_stopped.clone(),
         );
+        let ray_jobs_deleted = Counter::default();
+        registry.register(
+            "ray_jobs_deleted",
+            "Records of finished Ray jobs deleted from shared clusters' job tables because their RayJob is gone",
+            ray_jobs_deleted.clone(),
+        );
         let ray_jobs_unattributed = Family::<ClusterLabels, Gauge>::default();
         registry.register(
             "ray_jobs_unattributed",
@@ -234,6 +241,7 @@ impl Default for Metrics {
             events,
             events_dropped,
             ray_jobs_stopped,
+            ray_jobs_deleted,
             ray_jobs_unattributed,
             shared_clusters,
             cluster_jobs,

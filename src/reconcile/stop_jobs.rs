@@ -4,7 +4,8 @@
 //! A deletion or end seen on the RayJob watch wakes a look at that job's cluster at once;
 //! every cluster is looked at on each resync and when this replica becomes leader, so a
 //! deletion missed while rayshare was down is still caught. A stop always follows a
-//! fresh read of the RayJob from the API server, never the cache alone.
+//! fresh read of the RayJob from the API server, never the cache alone. Then the records
+//! of finished Ray jobs whose RayJob is gone are deleted (`ray_table`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verd
 use crate::metrics::Metrics;
 use crate::world::kube::{KubeWorld, ray_job_resource};
 use crate::world::ray::{Dashboard, DashboardError};
+
+mod ray_table;
 
 /// A Ray job still listed as running this long after its stop is stopped again.
 const STOPPING_FOR: Duration = Duration::from_secs(60);
@@ -203,7 +206,8 @@ impl Look<'_> {
         // A stop takes a moment to show in the list: one request per submission.
         let active: Vec<&Submission> = submissions
             .iter()
-            .filter(|s| s.active() && !stopping.contains_key(&s.id))
+            // An id Ray would read as a driver's job id could stop someone else's job.
+            .filter(|s| s.active() && !s.reads_as_job_id() && !stopping.contains_key(&s.id))
             .collect();
         for sub in active {
             let token = match &sub.tie {
@@ -240,6 +244,14 @@ impl Look<'_> {
             .ray_jobs_unattributed
             .get_or_create(&series)
             .set(unattributed);
+        self.clear_table(
+            &base,
+            auth,
+            (ns.as_str(), name.as_str()),
+            &submissions,
+            &known,
+        )
+        .await;
         Ok(())
     }
 

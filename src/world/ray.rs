@@ -1,5 +1,5 @@
 //! A shared cluster's Ray dashboard: the job API (`GET /api/jobs/`, `POST
-//! /api/jobs/<id>/stop`), each call bounded in time.
+//! /api/jobs/<id>/stop`, `DELETE /api/jobs/<id>`), each call bounded in time.
 
 use std::time::Duration;
 
@@ -68,12 +68,43 @@ impl Dashboard {
         Ok(value["stopped"] == true)
     }
 
+    /// Deletes the record of submission `id` (Ray deletes only a job that is over: a
+    /// running one is an error); `Ok(false)` when it was gone already.
+    pub async fn delete(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
+        let url = format!("{base}/api/jobs/{}", path_segment(id));
+        let (status, body) = self.exchange(hyper::Method::DELETE, &url, token).await?;
+        // Ray 2.x: 404 "Job <id> does not exist".
+        if status == hyper::StatusCode::NOT_FOUND {
+            return Ok(false);
+        }
+        let body = checked(&url, token, status, body)?;
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
+        Ok(value["deleted"] == true)
+    }
+
     async fn call(
         &self,
         method: hyper::Method,
         url: &str,
         token: Option<&str>,
     ) -> Result<Bytes, DashboardError> {
+        let (status, body) = self.exchange(method, url, token).await?;
+        checked(url, token, status, body)
+    }
+
+    /// One request and its whole answer, whatever its status.
+    async fn exchange(
+        &self,
+        method: hyper::Method,
+        url: &str,
+        token: Option<&str>,
+    ) -> Result<(hyper::StatusCode, Bytes), DashboardError> {
         let mut request = hyper::Request::builder().method(method).uri(url);
         if let Some(token) = token {
             // Ray's token auth (and KubeRay's own dashboard client) use this header.
@@ -92,24 +123,34 @@ impl Dashboard {
                 .await
                 .map_err(|e| failed(url, e))?
                 .to_bytes();
-            if status == hyper::StatusCode::UNAUTHORIZED || status == hyper::StatusCode::FORBIDDEN {
-                let hint = if token.is_some() {
-                    "the cluster's auth token was refused"
-                } else {
-                    "the dashboard wants a token, but the cluster's spec has no authOptions mode token"
-                };
-                return Err(failed(url, format!("HTTP {status}: {hint}")));
-            }
-            if !status.is_success() {
-                let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-                return Err(failed(url, format!("HTTP {status}: {text}")));
-            }
-            Ok(body)
+            Ok((status, body))
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| DashboardError::Timeout(url.to_string()))?
     }
+}
+
+/// The body of a successful answer; any other is an error that says why.
+fn checked(
+    url: &str,
+    token: Option<&str>,
+    status: hyper::StatusCode,
+    body: Bytes,
+) -> Result<Bytes, DashboardError> {
+    if status == hyper::StatusCode::UNAUTHORIZED || status == hyper::StatusCode::FORBIDDEN {
+        let hint = if token.is_some() {
+            "the cluster's auth token was refused"
+        } else {
+            "the dashboard wants a token, but the cluster's spec has no authOptions mode token"
+        };
+        return Err(failed(url, format!("HTTP {status}: {hint}")));
+    }
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        return Err(failed(url, format!("HTTP {status}: {text}")));
+    }
+    Ok(body)
 }
 
 fn failed(url: &str, e: impl std::fmt::Display) -> DashboardError {
@@ -133,12 +174,63 @@ fn path_segment(id: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use rstest::rstest;
+
     use super::*;
 
     #[test]
     fn ids_are_one_path_segment() {
         assert_eq!(path_segment("job-a_1.x"), "job-a_1.x");
         assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+
+    /// A dashboard that answers one request with `status` and `body`; hands back the
+    /// request line it got.
+    async fn answering(
+        status: &'static str,
+        body: &'static str,
+    ) -> (String, tokio::task::JoinHandle<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                head.extend_from_slice(&buf[..n]);
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(answer.as_bytes()).await.unwrap();
+            let head = String::from_utf8_lossy(&head).into_owned();
+            head.lines().next().unwrap_or_default().to_string()
+        });
+        (base, served)
+    }
+
+    /// As Ray 2.60's `DELETE /api/jobs/{id}` answers (dashboard/modules/job/job_head.py).
+    #[rstest]
+    #[case::deleted("200 OK", r#"{"deleted": true}"#, Ok(true))]
+    #[case::gone_already("404 Not Found", "Job a/b c does not exist", Ok(false))]
+    #[case::still_running("500 Internal Server Error", "RuntimeError: non-terminal state", Err(()))]
+    #[case::a_driver_not_a_submission("400 Bad Request", "Can only delete submission type jobs", Err(()))]
+    #[case::token_refused("401 Unauthorized", "", Err(()))]
+    #[tokio::test]
+    async fn delete_reads_rays_answers(
+        #[case] status: &'static str,
+        #[case] body: &'static str,
+        #[case] expected: Result<bool, ()>,
+    ) {
+        let (base, served) = answering(status, body).await;
+        let d = Dashboard::new(Duration::from_secs(5));
+        let got = d.delete(&base, "a/b c", Some("t0k")).await;
+        assert_eq!(got.map_err(|_| ()), expected);
+        assert_eq!(served.await.unwrap(), "DELETE /api/jobs/a%2Fb%20c HTTP/1.1");
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ mod monitoring;
 mod pod_groups;
 mod ray_head;
 mod ray_jobs;
+mod ray_table;
 mod reclaim;
 mod security;
 mod shared_clusters;

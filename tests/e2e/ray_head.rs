@@ -146,8 +146,27 @@ impl RayHead {
         response.json().await.unwrap()
     }
 
+    /// Submission `id` as the head lists it; `Null` once its record is deleted (404).
     pub async fn job(&self, id: &str) -> Value {
-        self.get_json(&format!("/api/jobs/{id}")).await
+        let response = self
+            .request(reqwest::Method::GET, &format!("/api/jobs/{id}"))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Value::Null;
+        }
+        response.json().await.unwrap()
+    }
+
+    /// The submission ids in the head's job table (`GET /api/jobs/`).
+    pub async fn submission_ids(&self) -> Vec<String> {
+        let jobs = self.get_json("/api/jobs/").await;
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|j| j["submission_id"].as_str().map(str::to_string))
+            .collect()
     }
 
     pub async fn status(&self, id: &str) -> String {
@@ -172,6 +191,18 @@ impl RayHead {
         .await
     }
 
+    /// Waits until submission `id` is STOPPED, or its record is gone: rayshare deletes the
+    /// record of a Ray job that is over and whose RayJob is gone, perhaps before a poll
+    /// sees it stopped. (A record goes only once its job is over.)
+    pub async fn wait_stopped(&self, id: &str) {
+        let what = format!("Ray job {id} to be STOPPED (or its record deleted)");
+        wait_for_within(Duration::from_secs(120), &what, || async {
+            let job = self.job(id).await;
+            (job.is_null() || job["status"] == "STOPPED").then_some(())
+        })
+        .await
+    }
+
     /// Waits until the driver of `id` has printed `text`; returns its log.
     pub async fn wait_log(&self, id: &str, text: &str) -> String {
         let what = format!("Ray job {id} to print {text:?}");
@@ -184,6 +215,15 @@ impl RayHead {
     pub async fn stop(&self, id: &str) {
         let path = format!("/api/jobs/{id}/stop");
         self.request(reqwest::Method::POST, &path)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Deletes the record of a job that is over.
+    pub async fn delete(&self, id: &str) {
+        let path = format!("/api/jobs/{id}");
+        self.request(reqwest::Method::DELETE, &path)
             .send()
             .await
             .unwrap();

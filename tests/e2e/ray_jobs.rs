@@ -124,7 +124,7 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
 
     // Deleted, as Flyte's abort does: a's Ray job stops; the others run on.
     jobs.delete("a", &DeleteParams::default()).await.unwrap();
-    RAY_HEAD.wait_status("a-sub", "STOPPED").await;
+    RAY_HEAD.wait_stopped("a-sub").await;
     // The pass that stopped a looks at every Ray job of the cluster: let it end first.
     env.instances[0].wait_passes("RayJobStop", 1).await;
     assert_eq!(RAY_HEAD.status("b-sub").await, "RUNNING");
@@ -139,7 +139,7 @@ async fn each_driver_sees_its_own_run_and_its_ray_job_ends_with_its_rayjob() {
     .await;
     assert_eq!(RAY_HEAD.status("b-sub").await, "RUNNING");
     env.instances[0].restart().await;
-    RAY_HEAD.wait_status("b-sub", "STOPPED").await;
+    RAY_HEAD.wait_stopped("b-sub").await;
 
     // Failed on KubeRay's side (say, activeDeadlineSeconds) while its Ray job runs.
     let failed = json!({"status": {"jobDeploymentStatus": "Failed", "reason": "DeadlineExceeded"}});

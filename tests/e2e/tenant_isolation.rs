@@ -89,7 +89,7 @@ async fn the_stopper_calls_only_the_head_kuberay_made_and_only_its_namespaces_jo
     // The tenant's own job ends with its RayJob, on the head KubeRay made.
     let jobs = env.api(&ray_job_resource(), &env.ns);
     jobs.delete("t", &DeleteParams::default()).await.unwrap();
-    RAY_HEAD.wait_status("t-sub", "STOPPED").await;
+    RAY_HEAD.wait_stopped("t-sub").await;
     // A whole pass over the cluster after that stop: every submission was judged.
     env.instances[0].wait_passes("RayJobStop", 2).await;
 
@@ -143,5 +143,5 @@ async fn a_token_mode_heads_job_is_stopped_when_its_rayjob_is_deleted() {
 
     let jobs = env.api(&ray_job_resource(), &env.ns);
     jobs.delete("tk", &DeleteParams::default()).await.unwrap();
-    head.wait_status("tk-sub", "STOPPED").await;
+    head.wait_stopped("tk-sub").await;
 }

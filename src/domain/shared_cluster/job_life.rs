@@ -77,6 +77,8 @@ pub struct Submission {
     pub status: String,
     /// What [`TOKEN_ENV`] says about it.
     pub tie: Option<Tie>,
+    /// When it ended (Ray's `end_time`, ms since the epoch; set once it is over).
+    pub end_time: Option<u64>,
 }
 
 /// A submission's [`TOKEN_ENV`]: which installation admitted its RayJob, in which
@@ -114,6 +116,19 @@ impl Submission {
     pub fn active(&self) -> bool {
         self.status == "PENDING" || self.status == "RUNNING"
     }
+
+    /// Over for good (SUCCEEDED, FAILED or STOPPED): the only records Ray deletes.
+    pub fn terminal(&self) -> bool {
+        matches!(self.status.as_str(), "SUCCEEDED" | "FAILED" | "STOPPED")
+    }
+
+    /// An id Ray would take for a driver's job id: Ray looks an id up as a job id
+    /// (hex) before it looks it up as a submission id, so a request naming this one could
+    /// reach another job. KubeRay's own ids (`<rayjob>-<random>`) never are; only a
+    /// `spec.jobId` someone chose can be.
+    pub fn reads_as_job_id(&self) -> bool {
+        self.id.bytes().all(|b| b.is_ascii_hexdigit())
+    }
 }
 
 /// The submissions of a job list answer; entries without a submission id (drivers run
@@ -130,6 +145,7 @@ pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
                 tie: job["runtime_env"]["env_vars"][TOKEN_ENV]
                     .as_str()
                     .and_then(Tie::parse),
+                end_time: job["end_time"].as_u64(),
             })
         })
         .collect())
@@ -226,6 +242,39 @@ fn judge(sub: &Submission, job: Option<&Value>) -> Verdict {
         }
         _ => Verdict::Leave,
     }
+}
+
+/// At most this many records of finished Ray jobs are deleted per cluster and pass (one
+/// request each to the head); the rest wait for the next pass.
+pub const DELETIONS_PER_PASS: usize = 32;
+
+/// The submissions whose records installation `instance` deletes from a cluster in
+/// `namespace` (Ray's job table only grows otherwise), oldest end first, at most `limit`:
+/// over for good, tied to this installation and namespace, and with no RayJob carrying
+/// their token (`held`: whether one does). Someone else's are never touched, nor one whose
+/// RayJob is still there (its owner may still read its status and logs through KubeRay).
+pub fn deletable<'a>(
+    subs: &'a [Submission],
+    held: impl Fn(&str) -> bool,
+    instance: &str,
+    namespace: &str,
+    limit: usize,
+) -> Vec<&'a Submission> {
+    let mut gone: Vec<&Submission> = subs
+        .iter()
+        .filter(|s| s.terminal() && !s.reads_as_job_id())
+        .filter(|s| {
+            s.tie
+                .as_ref()
+                .is_some_and(|t| t.judged_by(instance, namespace) && !held(&t.token))
+        })
+        .collect();
+    // Ray sets `end_time` on every job that is over; one without it goes last.
+    gone.sort_by(|a, b| {
+        (a.end_time.is_none(), a.end_time, &a.id).cmp(&(b.end_time.is_none(), b.end_time, &b.id))
+    });
+    gone.truncate(limit);
+    gone
 }
 
 /// The token of a stored RayJob, if rayshare tied it to its submission.

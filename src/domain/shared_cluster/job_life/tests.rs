@@ -12,6 +12,7 @@ fn sub(status: &str, token: Option<&str>) -> Submission {
             namespace: Some("team".into()),
             token: t.into(),
         }),
+        end_time: None,
     }
 }
 
@@ -162,6 +163,116 @@ fn parses_the_dashboards_job_list() {
         ]
     );
     assert!(parse_submissions(&json!({"jobs": []})).is_err());
+}
+
+#[test]
+fn keeps_when_a_job_ended() {
+    let body = json!([
+        {"type": "SUBMISSION", "submission_id": "a-1", "status": "SUCCEEDED",
+         "start_time": 1767225600000u64, "end_time": 1767225605000u64},
+        {"type": "SUBMISSION", "submission_id": "b-1", "status": "RUNNING",
+         "start_time": 1767225600000u64, "end_time": null},
+    ]);
+    let ends: Vec<_> = parse_submissions(&body)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.end_time)
+        .collect();
+    assert_eq!(ends, vec![Some(1_767_225_605_000), None]);
+}
+
+/// A submission `id` with `status`, tied to `tie` (`instance/namespace/token`, as
+/// [`TOKEN_ENV`] says it), ended at `end`.
+fn ended(id: &str, status: &str, tie: Option<&str>, end: Option<u64>) -> Submission {
+    Submission {
+        id: id.into(),
+        status: status.into(),
+        tie: tie.and_then(Tie::parse),
+        end_time: end,
+    }
+}
+
+/// Tokens some RayJob of namespace `team` still carries.
+const HELD: [&str; 2] = ["kept", "copied"];
+
+#[rstest]
+#[case::succeeded(ended("a-x1", "SUCCEEDED", Some("rs/team/t1"), Some(5)), true)]
+#[case::failed(ended("a-x1", "FAILED", Some("rs/team/t1"), Some(5)), true)]
+#[case::stopped(ended("a-x1", "STOPPED", Some("rs/team/t1"), Some(5)), true)]
+#[case::no_end_time(ended("a-x1", "STOPPED", Some("rs/team/t1"), None), true)]
+#[case::legacy_token(ended("a-x1", "SUCCEEDED", Some("rs/t1"), Some(5)), true)]
+#[case::running(ended("a-x1", "RUNNING", Some("rs/team/t1"), None), false)]
+#[case::pending(ended("a-x1", "PENDING", Some("rs/team/t1"), None), false)]
+#[case::status_unknown(ended("a-x1", "", Some("rs/team/t1"), Some(5)), false)]
+#[case::its_rayjob_is_there(ended("a-x1", "SUCCEEDED", Some("rs/team/kept"), Some(5)), false)]
+#[case::a_copy_is_there(ended("a-x1", "FAILED", Some("rs/team/copied"), Some(5)), false)]
+#[case::someone_elses(ended("a-x1", "SUCCEEDED", None, Some(5)), false)]
+#[case::another_installations(ended("a-x1", "SUCCEEDED", Some("other/team/t1"), Some(5)), false)]
+#[case::another_namespaces(ended("a-x1", "SUCCEEDED", Some("rs/elsewhere/t1"), Some(5)), false)]
+#[case::an_id_ray_reads_as_a_job_id(
+    ended("0a000000", "SUCCEEDED", Some("rs/team/t1"), Some(5)),
+    false
+)]
+#[case::a_chosen_id_that_is_not(ended("0a00000g", "SUCCEEDED", Some("rs/team/t1"), Some(5)), true)]
+fn deletes_only_finished_records_of_its_own_gone_rayjobs(
+    #[case] s: Submission,
+    #[case] expected: bool,
+) {
+    let subs = [s];
+    let held = |t: &str| HELD.contains(&t);
+    let got = deletable(&subs, held, "rs", "team", DELETIONS_PER_PASS);
+    assert_eq!(!got.is_empty(), expected, "{subs:?}");
+    // No bound, no deletion.
+    assert!(deletable(&subs, held, "rs", "team", 0).is_empty());
+}
+
+#[rstest]
+#[case::oldest_first(&[("c", Some(30)), ("a", Some(10)), ("b", Some(20))], 2, &["a", "b"])]
+#[case::no_end_time_last(&[("x", None), ("b", Some(20)), ("a", Some(10))], 3, &["a", "b", "x"])]
+#[case::same_end_by_id(&[("b", Some(10)), ("a", Some(10)), ("c", None), ("d", None)], 4, &["a", "b", "c", "d"])]
+#[case::fewer_than_the_bound(&[("a", Some(10))], DELETIONS_PER_PASS, &["a"])]
+fn deletes_the_oldest_first_within_the_bound(
+    #[case] jobs: &[(&str, Option<u64>)],
+    #[case] limit: usize,
+    #[case] expected: &[&str],
+) {
+    let subs: Vec<Submission> = jobs
+        .iter()
+        .map(|(id, end)| ended(&format!("{id}-job"), "SUCCEEDED", Some("rs/team/t1"), *end))
+        .collect();
+    let got: Vec<String> = deletable(&subs, |_| false, "rs", "team", limit)
+        .into_iter()
+        .map(|s| s.id.trim_end_matches("-job").to_string())
+        .collect();
+    assert_eq!(got, expected);
+}
+
+/// A long-lived head's table: one pass deletes at most [`DELETIONS_PER_PASS`], and what is
+/// not its to delete never takes a place in the bound.
+#[test]
+fn a_large_table_is_cleared_a_bounded_slice_at_a_time() {
+    let mut subs: Vec<Submission> = (0..100u64)
+        .map(|i| {
+            ended(
+                &format!("j-{i:03}"),
+                "SUCCEEDED",
+                Some("rs/team/t1"),
+                Some(1_000 + i),
+            )
+        })
+        .collect();
+    // Older than all of them, but not this installation's, or its RayJob is there.
+    subs.push(ended("foreign", "SUCCEEDED", None, Some(1)));
+    subs.push(ended("kept-x", "SUCCEEDED", Some("rs/team/kept"), Some(2)));
+    subs.push(ended("running", "RUNNING", Some("rs/team/t1"), None));
+    let held = |t: &str| HELD.contains(&t);
+    let got = deletable(&subs, held, "rs", "team", DELETIONS_PER_PASS);
+    assert_eq!(got.len(), DELETIONS_PER_PASS);
+    let expected: Vec<String> = (0..DELETIONS_PER_PASS)
+        .map(|i| format!("j-{i:03}"))
+        .collect();
+    let ids: Vec<&str> = got.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, expected);
 }
 
 #[rstest]

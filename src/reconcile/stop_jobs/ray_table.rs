@@ -1,0 +1,91 @@
+//! Ray's job table on a long-lived shared cluster only grows, and every pass of the stopper
+//! lists all of it (bounded in time and size). After its stops, a pass deletes the records
+//! of finished Ray jobs whose RayJob is gone (`DELETE /api/jobs/<id>`), a bounded number
+//! per pass, oldest first. See [`job_life::deletable`] for which.
+
+use std::collections::{HashMap, HashSet};
+
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::Value;
+
+use super::Look;
+use crate::cause::Cause;
+use crate::domain::shared_cluster::job_life::{self, Submission};
+use crate::world::kube::ray_job_resource;
+
+impl Look<'_> {
+    /// Deletes the records of `submissions` (the cluster's, as just listed) that are over
+    /// and whose token no RayJob of namespace `ns` carries: neither in `cached` (this
+    /// namespace's stored jobs by token) nor, read afresh, on the API server.
+    pub(super) async fn clear_table(
+        &self,
+        base: &str,
+        auth: Option<&str>,
+        (ns, cluster): (&str, &str),
+        submissions: &[Submission],
+        cached: &HashMap<String, Vec<Value>>,
+    ) {
+        let instance = &self.config.instance;
+        let in_cache = |token: &str| cached.contains_key(token);
+        // Nothing to delete as the cache sees it: no call to the API server.
+        if job_life::deletable(submissions, in_cache, instance, ns, 1).is_empty() {
+            return;
+        }
+        // The cache may lag (a job just created): ask the API server before acting.
+        let live = match self.tokens(ns).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::warn!(namespace = %ns, cluster, error = %e, "cannot list the RayJobs of a namespace; not deleting finished Ray jobs");
+                self.metrics.error(Cause::ReconcileList);
+                return;
+            }
+        };
+        let held = |token: &str| in_cache(token) || live.contains(token);
+        let gone = job_life::deletable(
+            submissions,
+            held,
+            instance,
+            ns,
+            job_life::DELETIONS_PER_PASS,
+        );
+        for sub in gone {
+            match self.dashboard.delete(base, &sub.id, auth).await {
+                Ok(deleted) => {
+                    tracing::debug!(namespace = %ns, cluster, submission = %sub.id, status = %sub.status, deleted, "deleted the record of a finished Ray job whose RayJob is gone");
+                    if deleted {
+                        self.metrics.ray_jobs_deleted.inc();
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, cluster, submission = %sub.id, error = %e, "cannot delete the record of a finished Ray job");
+                    self.metrics.error(Cause::Dashboard);
+                }
+            }
+        }
+    }
+
+    /// The tokens of every RayJob of `ns` that carries one, as the API server has them
+    /// (metadata only, page by page).
+    async fn tokens(&self, ns: &str) -> Result<HashSet<String>, kube::Error> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
+        let api = &api;
+        let mut tokens = HashSet::new();
+        crate::reconcile::for_each_page(
+            ListParams::default().labels(job_life::TOKEN_LABEL),
+            |p| async move { api.list_metadata(&p).await },
+            |job| {
+                if let Some(token) = job
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(job_life::TOKEN_LABEL))
+                {
+                    tokens.insert(token.clone());
+                }
+            },
+        )
+        .await?;
+        Ok(tokens)
+    }
+}
