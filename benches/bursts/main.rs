@@ -20,6 +20,7 @@
 //!
 //!     cargo bench --bench bursts              # tests/bench/run.sh runs it too
 //!     RAYSHARE_OLD_BIN=path/to/old/rayshare cargo bench --bench bursts
+//!     RAYSHARE_BURSTS=slice RAYSHARE_OLD_SLICE_BIN=path/to/rayshare cargo bench --bench bursts
 //!
 //! A benchmark, never a test: under `cargo test` it only says it was skipped. The tables
 //! go to stdout and to $RAYSHARE_BENCH_OUT/bursts.md (default target/bench).
@@ -139,8 +140,18 @@ fn main() {
             "| burst | pods | indexed | p50 | p99 | wall | wall / floor | duplicate slots | Lease calls / pod |".into(),
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
         ]);
+        // RAYSHARE_OLD_SLICE_BIN: a build to compare with, in the same run.
+        let old = std::env::var("RAYSHARE_OLD_SLICE_BIN").ok();
         for replicas in [1, 2] {
-            out.extend(rt.block_on(slice::rows(replicas)));
+            if let Some(path) = &old {
+                *OTHER_BUILD.lock().unwrap() = Some(Build {
+                    path: path.into(),
+                    predates_instance: false,
+                });
+                out.extend(rt.block_on(slice::rows("old", replicas)));
+                *OTHER_BUILD.lock().unwrap() = None;
+            }
+            out.extend(rt.block_on(slice::rows("new", replicas)));
         }
     }
     // Last: Volcano's webhooks, once started, are in the path of every namespace.

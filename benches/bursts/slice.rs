@@ -96,8 +96,9 @@ async fn clear(client: &kube::Client, namespace: &str) {
 
 /// The table's rows for `replicas` rayshare replicas: floor, served, floor again (each
 /// served burst needs a new cluster: block claims stay with theirs).
-pub async fn rows(replicas: usize) -> Vec<String> {
-    let env = TestEnv::new(&format!("burst-slice-{replicas}"), DEFAULT_CONFIG, replicas).await;
+pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
+    let name = format!("burst-slice-{build}-{replicas}");
+    let env = TestEnv::new(&name, DEFAULT_CONFIG, replicas).await;
     let mut job = sample("rayjob-run-a.yaml");
     let group = &mut job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0];
     group["numOfHosts"] = json!(HOSTS);
@@ -154,7 +155,10 @@ pub async fn rows(replicas: usize) -> Vec<String> {
     let floor = (before.wall + after.wall) / 2;
     vec![
         before.row("floor (no webhook), before", None),
-        served.row(&format!("rayshare, {replicas} replica(s)"), Some(floor)),
+        served.row(
+            &format!("rayshare ({build}), {replicas} replica(s)"),
+            Some(floor),
+        ),
         after.row("floor (no webhook), after", None),
     ]
 }
