@@ -78,6 +78,9 @@ pub enum Command {
     Certs(CertsArgs),
     /// Show the shared-cluster pool, PodGroups and index claims rayshare manages.
     Status(StatusArgs),
+    /// For uninstalling (after `helm uninstall`): delete idle shared clusters now, busy
+    /// ones once their jobs end, and the index claims.
+    Drain(DrainArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -216,8 +219,9 @@ pub enum StatusOutput {
     Json,
 }
 
+/// Which cluster and which of rayshare's objects a command looks at.
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub struct Target {
     /// kubeconfig file (else $KUBECONFIG, ~/.kube/config, or in-cluster, as kubectl).
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -230,11 +234,29 @@ pub struct StatusArgs {
     /// Only the shared clusters of this installation (its `instance` setting).
     #[arg(long)]
     pub instance: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: Target,
     /// The installation's config, for its default idle TTL.
     #[arg(long, env = "RAYSHARE_CONFIG")]
     pub config: Option<PathBuf>,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: StatusOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// How long to wait for busy clusters' jobs to end; exit code 3 if some still run.
+    #[arg(long, default_value_t = 600)]
+    pub wait_seconds: u64,
+    /// Delete busy clusters too, now: their running jobs die with them.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[cfg(test)]
@@ -271,7 +293,7 @@ mod tests {
             let Command::Status(args) = cli.command else {
                 panic!("{argv0}: not status");
             };
-            assert_eq!(args.namespace.as_deref(), Some("team-a"));
+            assert_eq!(args.target.namespace.as_deref(), Some("team-a"));
             assert_eq!(args.output, StatusOutput::Json);
         }
         let err = Cli::try_parse_args(["/usr/local/bin/kubectl-rayshare", "status", "--help"])

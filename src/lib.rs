@@ -14,6 +14,7 @@ pub mod cause;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod drain;
 pub(crate) mod health;
 pub mod http;
 pub mod logging;

@@ -3,11 +3,12 @@ use std::process::ExitCode;
 
 use rayshare::app::App;
 use rayshare::cli::{
-    CertsArgs, Cli, Command, MutateArgs, Output, ServeArgs, StatusArgs, StatusOutput,
+    CertsArgs, Cli, Command, DrainArgs, MutateArgs, Output, ServeArgs, StatusArgs, StatusOutput,
+    Target,
 };
 use rayshare::config::Config;
 use rayshare::http::server;
-use rayshare::{certs, logging, offline, status};
+use rayshare::{certs, drain, logging, offline, status};
 
 // Admission allocates many small, short-lived JSON nodes per request, across threads:
 // mimalloc serves them markedly cheaper than glibc's malloc (see README, Benchmarks).
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Mutate(args) => runtime.block_on(mutate(args)),
         Command::Certs(args) => make_certs(args),
         Command::Status(args) => runtime.block_on(show_status(args)),
+        Command::Drain(args) => runtime.block_on(run_drain(args)),
     }
 }
 
@@ -117,13 +119,9 @@ async fn show_status(args: StatusArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e, 2),
     };
-    let client = match status::client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
-        Ok(c) => c,
-        Err(e) => return fail(format!("cannot make a Kubernetes client: {e}"), 2),
-    };
-    let scope = status::Scope {
-        namespace: args.namespace,
-        instance: args.instance,
+    let (client, scope) = match connect(args.target).await {
+        Ok(found) => found,
+        Err(code) => return code,
     };
     match status::status(&client, &scope, config.reclaim.idle_ttl_seconds).await {
         Ok(found) => {
@@ -137,6 +135,42 @@ async fn show_status(args: StatusArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => fail(format!("cannot list rayshare's objects: {e}"), 1),
+    }
+}
+
+/// A client as kubectl makes one, and what to look at.
+async fn connect(target: Target) -> Result<(kube::Client, status::Scope), ExitCode> {
+    let client = status::client(target.kubeconfig.as_deref(), target.context.as_deref())
+        .await
+        .map_err(|e| fail(format!("cannot make a Kubernetes client: {e}"), 2))?;
+    let scope = status::Scope {
+        namespace: target.namespace,
+        instance: target.instance,
+    };
+    Ok((client, scope))
+}
+
+async fn run_drain(args: DrainArgs) -> ExitCode {
+    let (client, scope) = match connect(args.target).await {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let wait = std::time::Duration::from_secs(args.wait_seconds);
+    match drain::run(&client, &scope, wait, args.force).await {
+        Ok(drain::Outcome::Drained) => ExitCode::SUCCESS,
+        Ok(drain::Outcome::StillBusy(busy)) => {
+            for ((ns, name), jobs) in busy {
+                eprintln!(
+                    "still busy: raycluster {ns}/{name} runs {}",
+                    jobs.join(", ")
+                );
+            }
+            fail(
+                "some shared clusters still run jobs: run drain again later, or with --force",
+                3,
+            )
+        }
+        Err(e) => fail(format!("cannot drain: {e}"), 1),
     }
 }
 

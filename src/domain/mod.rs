@@ -2,6 +2,7 @@
 //! caches know. Nothing here talks to the API server or imports from the shell.
 
 pub mod cluster;
+pub mod drain;
 pub mod events;
 pub mod indices;
 pub mod labels;

@@ -825,3 +825,16 @@ pub fn process_cpu(pid: u32) -> Option<Duration> {
     let total = ticks(11)? + ticks(12)?;
     Some(Duration::from_millis(total * 10))
 }
+
+/// What KubeRay would do when a job ends (there is no operator in these tests).
+pub async fn finish(env: &TestEnv, name: &str) {
+    let patch = serde_json::json!({"status": {"jobDeploymentStatus": "Complete", "endTime": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    env.api(&ray_job_resource(), &env.ns)
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+}

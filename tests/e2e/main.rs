@@ -2,6 +2,7 @@
 
 mod admission;
 mod chart;
+mod drain;
 mod events;
 mod harness;
 mod hostile;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -15,15 +15,6 @@ async fn create_job(env: &TestEnv, file: &str, name: &str, labels: Value) -> Val
     job["metadata"]["name"] = json!(name);
     json_patch::merge(&mut job["metadata"]["labels"], &labels);
     create_in(&env.admin, &env.ns, job, false).await
-}
-
-/// What KubeRay would do when the job ends (there is no operator here).
-async fn finish(env: &TestEnv, name: &str) {
-    let patch = json!({"status": {"jobDeploymentStatus": "Complete", "endTime": k8s_openapi::jiff::Timestamp::now().to_string()}});
-    env.api(&ray_job_resource(), &env.ns)
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
 }
 
 fn selected(job: &Value) -> Option<String> {

@@ -1,0 +1,95 @@
+//! `rayshare drain`, for uninstalling: deletes the shared clusters no job uses at once,
+//! the busy ones as their jobs end (up to a bound), and the index claims, so nothing
+//! rayshare made for workloads is left holding nodes. Run it after `helm uninstall`:
+//! while rayshare runs, it makes a cluster again for every new job.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+
+use crate::domain::drain::{self, Plan};
+use crate::domain::labels;
+use crate::status::{Scope, status};
+use crate::world::kube::{lease_resource, ray_cluster_resource};
+
+/// How a drain ended.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Nothing of rayshare's is left in the scope.
+    Drained,
+    /// These shared clusters still ran jobs when the wait was over.
+    StillBusy(Vec<(drain::Key, Vec<String>)>),
+}
+
+/// How often the drain looks again while clusters are busy.
+const POLL: Duration = Duration::from_secs(2);
+
+/// Drains `scope`, waiting at most `wait` for busy clusters (`force`: delete them now).
+/// Prints what it does, one line each.
+pub async fn run(
+    client: &kube::Client,
+    scope: &Scope,
+    wait: Duration,
+    force: bool,
+) -> Result<Outcome, kube::Error> {
+    let started = Instant::now();
+    let mut told = Vec::new();
+    let mut first = true;
+    loop {
+        // The TTL does not matter here: only whether a cluster has active jobs.
+        let found = status(client, scope, 0).await?;
+        let plan = drain::plan(&found, force);
+        act(client, &plan, first).await?;
+        first = false;
+        if plan.done() {
+            println!(
+                "drained: no shared cluster, index claim or job of rayshare's is left running"
+            );
+            return Ok(Outcome::Drained);
+        }
+        if started.elapsed() >= wait {
+            return Ok(Outcome::StillBusy(plan.busy));
+        }
+        if told != plan.busy {
+            for ((ns, name), jobs) in &plan.busy {
+                println!("waiting: raycluster {ns}/{name} runs {}", jobs.join(", "));
+            }
+            told = plan.busy;
+        }
+        tokio::time::sleep(POLL.min(wait.saturating_sub(started.elapsed()))).await;
+    }
+}
+
+/// Deletes what the plan says; `tell_stranded` on the first look.
+async fn act(client: &kube::Client, plan: &Plan, tell_stranded: bool) -> Result<(), kube::Error> {
+    for (ns, name) in &plan.delete {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &ray_cluster_resource());
+        match api.delete(name, &DeleteParams::background()).await {
+            Ok(_) => println!("deleted: raycluster {ns}/{name}"),
+            Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for (ns, job) in plan.stranded.iter().filter(|_| tell_stranded) {
+        println!(
+            "stranded: rayjob {ns}/{job} waits for a shared cluster nothing will make; create it again"
+        );
+    }
+    let claims = format!(
+        "{}={},{}=true",
+        labels::MANAGED_BY,
+        labels::MANAGER,
+        labels::INDEX_CLAIM
+    );
+    for ns in &plan.claims {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &lease_resource());
+        api.delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&claims),
+        )
+        .await?;
+        println!("deleted: index claims in {ns}");
+    }
+    Ok(())
+}
