@@ -104,6 +104,18 @@ async fn counting_by_verb<T>(
         .collect();
     (out, calls)
 }
+/// Calls per pod: the total, then by verb (most first).
+fn per_pod(calls: &BTreeMap<String, u64>, n: usize) -> String {
+    let per = |c: u64| c as f64 / n.max(1) as f64;
+    let mut by_verb: Vec<(&String, &u64)> = calls.iter().filter(|(_, c)| **c > 0).collect();
+    by_verb.sort_by(|a, b| b.1.cmp(a.1));
+    let parts: Vec<String> = by_verb
+        .iter()
+        .map(|(verb, c)| format!("{verb} {:.2}", per(**c)))
+        .collect();
+    format!("{:.2} ({})", per(calls.values().sum()), parts.join(", "))
+}
+
 /// Creates `objects` in `namespace`, CONCURRENCY at a time: each stored object and when
 /// its create was answered.
 async fn create_all(env: &TestEnv, objects: Vec<Value>) -> Vec<(Instant, Value)> {

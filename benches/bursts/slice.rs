@@ -11,7 +11,9 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::{CONCURRENCY, Latencies, counting, ms};
+use std::collections::BTreeMap;
+
+use crate::{CONCURRENCY, Latencies, counting_by_verb, ms, per_pod};
 
 const REPLICAS: usize = 64;
 const HOSTS: usize = 4;
@@ -23,14 +25,14 @@ struct Burst {
     wall: Duration,
     indexed: usize,
     duplicates: usize,
-    lease_calls: u64,
+    lease_calls: BTreeMap<String, u64>,
 }
 
 impl Burst {
     /// Creates `pods` in `namespace`, CONCURRENCY at a time, counting Lease calls.
     async fn run(client: &kube::Client, namespace: &str, pods: Vec<Value>) -> Self {
         let started = Instant::now();
-        let (created, lease_calls) = counting(client, "leases", async {
+        let (created, lease_calls) = counting_by_verb(client, "leases", async {
             stream::iter(pods)
                 .map(|o| async move {
                     let stored = create_in(client, namespace, o, false).await;
@@ -69,14 +71,14 @@ impl Burst {
             format!("{:.2}", self.wall.as_secs_f64() / f.as_secs_f64())
         });
         format!(
-            "| {label} | {} | {} | {} | {} | {} | {ratio} | {} | {:.2} |",
+            "| {label} | {} | {} | {} | {} | {} | {ratio} | {} | {} |",
             self.latencies.0.len(),
             self.indexed,
             self.latencies.q(0.5),
             self.latencies.q(0.99),
             ms(self.wall),
             self.duplicates,
-            self.lease_calls as f64 / PODS as f64,
+            per_pod(&self.lease_calls, PODS),
         )
     }
 }
@@ -94,8 +96,9 @@ async fn clear(client: &kube::Client, namespace: &str) {
     .await;
 }
 
-/// The table's rows for `replicas` rayshare replicas: floor, served, floor again (each
-/// served burst needs a new cluster: block claims stay with theirs).
+/// The table's rows for `replicas` rayshare replicas: floor, the webhook call alone,
+/// indexed, floor again (each indexed burst needs a new cluster: block claims stay with
+/// theirs).
 pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
     let name = format!("burst-slice-{build}-{replicas}");
     let env = TestEnv::new(&name, DEFAULT_CONFIG, replicas).await;
@@ -149,12 +152,28 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
     let all = || (0..PODS).map(worker).collect::<Vec<_>>();
     let before = Burst::run(&env.admin, &floor_ns, all()).await;
     clear(&env.admin, &floor_ns).await;
+    // The webhook call alone: the same pods without KubeRay's labels, which rayshare
+    // lets through unchanged (no claim).
+    let plain = (0..PODS)
+        .map(|i| {
+            let mut pod = worker(i);
+            let labels = pod["metadata"]["labels"].as_object_mut().unwrap();
+            labels.retain(|k, _| k == SHARD_LABEL);
+            pod["metadata"]["generateName"] = json!("plain-");
+            pod
+        })
+        .collect();
+    let passed = Burst::run(&env.admin, &env.ns, plain).await;
     let served = Burst::run(&env.admin, &env.ns, all()).await;
     let after = Burst::run(&env.admin, &floor_ns, all()).await;
     clear(&env.admin, &floor_ns).await;
     let floor = (before.wall + after.wall) / 2;
     vec![
         before.row("floor (no webhook), before", None),
+        passed.row(
+            &format!("rayshare ({build}), {replicas} replica(s), webhook call only"),
+            Some(floor),
+        ),
         served.row(
             &format!("rayshare ({build}), {replicas} replica(s)"),
             Some(floor),

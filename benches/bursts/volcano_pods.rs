@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::json;
 
 use crate::harness::*;
-use crate::{CONCURRENCY, Latencies, counting_by_verb, ms, volcano, world};
+use crate::{CONCURRENCY, Latencies, counting_by_verb, ms, per_pod, volcano, world};
 
 /// The group a Volcano pod names (rayshare sets it during admission, Volcano's controller
 /// after the pod is stored).
@@ -97,18 +97,6 @@ impl Burst {
             per_pod(calls, n),
         )
     }
-}
-
-/// Calls per pod: the total, then by verb (most first).
-fn per_pod(calls: &BTreeMap<String, u64>, n: usize) -> String {
-    let per = |c: u64| c as f64 / n.max(1) as f64;
-    let mut by_verb: Vec<(&String, &u64)> = calls.iter().filter(|(_, c)| **c > 0).collect();
-    by_verb.sort_by(|a, b| b.1.cmp(a.1));
-    let parts: Vec<String> = by_verb
-        .iter()
-        .map(|(verb, c)| format!("{verb} {:.2}", per(**c)))
-        .collect();
-    format!("{:.2} ({})", per(calls.values().sum()), parts.join(", "))
 }
 
 /// Polls `check` every 250 ms for at most SLOW; says on stderr when it never held.

@@ -22,9 +22,10 @@ use crate::world::IndexRequest;
 use crate::world::kube::calls::bounded;
 use crate::world::kube::resources::lease_resource;
 
-/// A block is sealed once no pod asked for a host this long, so its free hosts go to
-/// per-host claims at once (the end of a burst).
-const IDLE: Duration = Duration::from_millis(100);
+/// A block is sealed once no pod asked for a host this long (counted from its create's
+/// answer, then from each hand-out), so its free hosts go to per-host claims soon after
+/// a burst ends.
+const IDLE: Duration = Duration::from_millis(200);
 
 /// A block this replica made and still hands out hosts from.
 #[derive(Debug)]
@@ -43,13 +44,15 @@ pub(super) struct OpenBlock {
 }
 
 impl OpenBlock {
+    /// A block asked for at `asked` (its time to hand out counts from there, so it ends
+    /// before a takeover can start whatever the create took) and made at `made`.
     pub fn new(
         replica: u32,
         hosts: u32,
         name: String,
         resource_version: String,
         open_for: Duration,
-        opened: Instant,
+        (asked, made): (Instant, Instant),
     ) -> Self {
         Self {
             replica,
@@ -57,8 +60,8 @@ impl OpenBlock {
             next: 0,
             name,
             resource_version,
-            opened,
-            last: opened,
+            opened: asked,
+            last: made,
             open_for,
         }
     }
@@ -251,8 +254,20 @@ mod tests {
             "b".into(),
             "1".into(),
             Duration::from_millis(open_for_ms),
-            at,
+            (at, at),
         )
+    }
+
+    #[test]
+    fn a_slow_create_leaves_the_block_usable() {
+        // The create took longer than the idle time, well within the time to hand out.
+        let asked = Instant::now();
+        let made = asked + IDLE * 2;
+        let mut b = OpenBlock::new(0, 4, "b".into(), "1".into(), IDLE * 5, (asked, made));
+        assert!(b.take(made).is_some());
+        assert!(b.take(made + IDLE / 2).is_some());
+        // Yet it closes when its time since the ask is up, however busy.
+        assert_eq!(b.take(asked + IDLE * 5), None);
     }
 
     #[test]

@@ -148,30 +148,47 @@ pub(crate) enum Next {
     Gate(u32),
 }
 
+/// Blocks are made among this many of the lowest untouched replicas, one picked by
+/// `spread`: webhook replicas opening blocks at once then rarely race for the same one.
+pub(crate) const SPREAD: usize = 4;
+
 /// The next claim for a group's lowest free slot. `blocks_on`: the group has several
-/// hosts per replica and an owner to take its block claims away with it.
+/// hosts per replica and an owner to take its block claims away with it. `spread`: any
+/// number, different per request.
 pub(crate) fn next_claim(
     taken: &BTreeSet<Slot>,
     blocks: &BTreeSet<u32>,
     shape: WorkerGroup,
     blocks_on: bool,
+    spread: usize,
 ) -> Next {
     let slot = crate::domain::indices::next_slot(taken, shape.hosts);
     if !blocks_on || blocks.contains(&slot.replica) {
         return Next::Slot(slot);
     }
-    let replica = slot.replica;
-    let untouched = slot.host == 0
-        && taken
-            .range(slot..)
-            .next()
-            .is_none_or(|s| s.replica != replica);
-    let in_tail = shape.replicas > 0 && replica.saturating_add(TAIL) >= shape.replicas;
-    if untouched && !in_tail {
-        Next::Open(replica)
-    } else {
-        Next::Gate(replica)
+    let untouched = |replica: u32| {
+        !blocks.contains(&replica)
+            && taken
+                .range(
+                    Slot { replica, host: 0 }..=Slot {
+                        replica,
+                        host: u32::MAX,
+                    },
+                )
+                .next()
+                .is_none()
+    };
+    let in_tail =
+        |replica: u32| shape.replicas > 0 && replica.saturating_add(TAIL) >= shape.replicas;
+    if !untouched(slot.replica) || in_tail(slot.replica) {
+        return Next::Gate(slot.replica);
     }
+    let candidates: Vec<u32> = (slot.replica..)
+        .take_while(|&r| !in_tail(r))
+        .filter(|&r| untouched(r))
+        .take(SPREAD)
+        .collect();
+    Next::Open(candidates[spread % candidates.len()])
 }
 
 fn judge_block(
@@ -315,7 +332,26 @@ mod tests {
         #[case] next: Next,
     ) {
         let blocks: BTreeSet<u32> = blocks.iter().copied().collect();
-        assert_eq!(next_claim(&slots(taken), &blocks, SHAPE, blocks_on), next);
+        assert_eq!(
+            next_claim(&slots(taken), &blocks, SHAPE, blocks_on, 0),
+            next
+        );
+    }
+
+    #[test]
+    fn blocks_spread_over_the_lowest_untouched_replicas() {
+        let blocks = BTreeSet::from([1]);
+        let taken = slots(&[(1, 0), (1, 1), (1, 2), (1, 3)]);
+        let picked: Vec<Next> = (0..5)
+            .map(|spread| next_claim(&taken, &blocks, SHAPE, true, spread))
+            .collect();
+        // Replica 1 has its block; the tail (6, 7) goes host by host.
+        let open = |r| Next::Open(r);
+        assert_eq!(picked, [open(0), open(2), open(3), open(4), open(0)]);
+        // Near the tail fewer are left to spread over.
+        let taken = slots(&slots_upto(5));
+        let blocks: BTreeSet<u32> = (0..5).collect();
+        assert_eq!(next_claim(&taken, &blocks, SHAPE, true, 3), Next::Open(5));
     }
 
     fn slots_upto(replicas: u32) -> Vec<(u32, u32)> {

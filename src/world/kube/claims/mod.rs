@@ -19,80 +19,24 @@ use crate::world::{Claimed, IndexRequest, WorldError};
 
 mod block;
 mod judge;
+mod known;
 use block::OpenBlock;
+pub(super) use known::KnownClaims;
+
+/// How often a pod waiting on claims in flight looks again.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 use judge::{Claim, Judged, Next, inside, judge, next_claim, still_unheld};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts
 /// with nothing known.
 pub(super) type GroupKey = (String, String, String, String);
 
-/// What this replica knows of a group's claims: the slots taken at its last list, plus
-/// those it found or made taken since. Trusted for a moment, so a burst of one group's
-/// pods costs a create each rather than a list and a create; a slot released meanwhile
-/// is at worst passed over (uniqueness never rests on it: the create does).
-#[derive(Default)]
-pub(super) struct KnownClaims {
-    taken: BTreeSet<Slot>,
-    /// Replicas with a block claim.
-    blocks: BTreeSet<u32>,
-    /// Claims of the last list still waiting for their pods.
-    unheld: Vec<Claim>,
-    listed: Option<Instant>,
-    /// The blocks this replica hands out hosts from, lowest replica first.
-    open: Vec<OpenBlock>,
-}
-
-/// How long a list of claims is trusted.
-const CLAIMS_KNOWN_FOR: Duration = Duration::from_secs(1);
-
-/// How often a pod waiting on claims in flight looks again.
-const WAIT_POLL: Duration = Duration::from_millis(100);
-
-impl KnownClaims {
-    pub(super) fn fresh(&self) -> bool {
-        self.listed.is_some_and(|t| t.elapsed() < CLAIMS_KNOWN_FOR)
-    }
-
-    /// The group's claims as just listed (a block of ours still being made may be
-    /// missing: its create settles who has it).
-    fn update(&mut self, judged: Judged, at: Instant) {
-        self.taken = judged.taken;
-        self.blocks = judged.blocks;
-        self.unheld = judged.unheld;
-        self.listed = Some(at);
-        // Ours until we seal them, whatever the list said of them.
-        for b in &self.open {
-            self.taken.extend((0..b.hosts).map(|host| Slot {
-                replica: b.replica,
-                host,
-            }));
-        }
-    }
-
-    /// A host from the lowest open block that may still hand one out.
-    fn take_open(&mut self) -> Option<Slot> {
-        let now = tokio::time::Instant::now();
-        self.open.iter_mut().find_map(|b| b.take(now))
-    }
-
-    fn add_open(&mut self, block: OpenBlock) {
-        let at = self.open.partition_point(|b| b.replica < block.replica);
-        self.open.insert(at, block);
-    }
-
-    /// Takes open block `name` out of use; the hosts it did not hand out are free (for
-    /// our own per-host claims at once, for others once it is sealed).
-    fn close(&mut self, name: &str) -> Option<OpenBlock> {
-        let at = self.open.iter().position(|b| b.name == name)?;
-        let block = self.open.remove(at);
-        for host in block.next..block.hosts {
-            self.taken.remove(&Slot {
-                replica: block.replica,
-                host,
-            });
-        }
-        Some(block)
-    }
+/// A number of its own per request and attempt (the admission's uid is unique).
+fn spread_of(admission_uid: &str, attempt: u32) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (admission_uid, attempt).hash(&mut h);
+    h.finish() as usize
 }
 
 /// `rayshare-idx-<hash of cluster, its uid, group>`: every claim of a group starts so.
@@ -224,6 +168,11 @@ impl KubeWorld {
         let since = Instant::now();
         known.update(self.list_claims(r, left()).await?, since);
         let doubted = inside(&known.unheld, r.shape);
+        tracing::debug!(
+            namespace = %r.namespace, cluster = %r.cluster, group = %r.group,
+            doubted = doubted.len(), taken = known.taken.len(),
+            "a pod would open a replica past the group's count"
+        );
         if doubted.is_empty() {
             return Ok(0);
         }
@@ -279,6 +228,7 @@ impl KubeWorld {
         let made = block::make(&self.client, r, &object, timeout)
             .await
             .map_err(to_world_error)?;
+        let answered = tokio::time::Instant::now();
         Ok(made.map(|resource_version| {
             OpenBlock::new(
                 replica,
@@ -286,7 +236,7 @@ impl KubeWorld {
                 block::block_name(r, replica),
                 resource_version,
                 self.block_open_for(),
-                opened,
+                (opened, answered),
             )
         }))
     }
@@ -322,26 +272,44 @@ impl KubeWorld {
                 .await
                 .map_err(|_| WorldError::Timeout)
         };
+        // Blocks need an owner to go with, and a maker that may hand out for a moment.
+        let blocks_on =
+            r.shape.hosts > 1 && !r.cluster_uid.is_empty() && !self.block_open_for().is_zero();
         let mut known = lock().await?;
-        if let Some(slot) = known.take_open().filter(|_| !r.dry_run) {
-            return Ok(Claimed {
-                slot,
-                taken_over: 0,
-            });
+        if !r.dry_run && blocks_on {
+            loop {
+                if let Some(slot) = known.take_open() {
+                    return Ok(Claimed {
+                        slot,
+                        taken_over: 0,
+                    });
+                }
+                if !known.worth_waiting(r.shape.hosts) {
+                    break;
+                }
+                known.waiting += 1;
+                let made = known.made.clone();
+                let notified = made.notified();
+                drop(known);
+                let waited = tokio::time::timeout(remaining(), notified).await;
+                known = queue.lock().await;
+                known.waiting -= 1;
+                waited.map_err(|_| WorldError::Timeout)?;
+            }
         }
         if !known.fresh() {
             let at = Instant::now();
             let judged = self.list_claims(r, remaining()).await?;
             known.update(judged, at);
         }
-        // Blocks need an owner to go with, and a maker that may hand out for a moment.
-        let blocks_on =
-            r.shape.hosts > 1 && !r.cluster_uid.is_empty() && !self.block_open_for().is_zero();
         let mut settled = false;
         let mut taken_over = 0;
         for lost in 1.. {
             // Another of our pods may have opened a block meanwhile.
-            if let Some(slot) = known.take_open().filter(|_| !r.dry_run && lost > 1) {
+            if lost > 1
+                && !r.dry_run
+                && let Some(slot) = known.take_open()
+            {
                 return Ok(Claimed { slot, taken_over });
             }
             let slot = indices::next_slot(&known.taken, r.shape.hosts);
@@ -352,7 +320,8 @@ impl KubeWorld {
                 settled = true;
                 taken_over = self.settle_gaps(r, &mut known, deadline).await?;
             }
-            let won = match next_claim(&known.taken, &known.blocks, r.shape, blocks_on) {
+            let spread = spread_of(&r.admission_uid, lost);
+            let won = match next_claim(&known.taken, &known.blocks, r.shape, blocks_on, spread) {
                 Next::Slot(slot) => {
                     let won = self
                         .try_create(&Self::claim_object(r, slot), remaining())
@@ -368,9 +337,15 @@ impl KubeWorld {
                     known.blocks.insert(replica);
                     // Made without the group's lock: our other pods meanwhile open the
                     // next replicas' blocks, so a burst is not one create at a time.
+                    known.making.insert(replica, r.shape.hosts);
                     drop(known);
                     let opened = self.open_block(r, replica, remaining()).await;
-                    known = lock().await?;
+                    // Not bounded by our deadline: the count must come down (every
+                    // holder of the lock is bounded), and the pods waiting for this
+                    // block look again whatever came of it.
+                    known = queue.lock().await;
+                    known.making.remove(&replica);
+                    known.made.notify_waiters();
                     opened?.and_then(|block| {
                         let name = block.name.clone();
                         known.add_open(block);
