@@ -198,15 +198,27 @@ impl KubeWorld {
                 namespace = %r.namespace, cluster = %r.cluster, group = %r.group,
                 claims = still.len(), "taking over index claims whose pods did not come"
             );
-            let (blocks, slots): (Vec<Claim>, Vec<Claim>) =
-                still.iter().cloned().partition(|c| c.span.is_some());
-            self.release(r, &slots, left()).await;
-            for claim in &blocks {
-                block::take_over(&self.client, &r.namespace, claim, left()).await;
+            let mut left_over = still;
+            let mut taken_over = 0;
+            // A block's maker may seal it between our list and our takeover (its version
+            // then no longer matches): take it over again as it is now.
+            for _ in 0..3 {
+                let (blocks, slots): (Vec<Claim>, Vec<Claim>) =
+                    left_over.iter().cloned().partition(|c| c.span.is_some());
+                self.release(r, &slots, left()).await;
+                for claim in &blocks {
+                    block::take_over(&self.client, &r.namespace, claim, left()).await;
+                }
+                let at = Instant::now();
+                known.update(self.list_claims(r, left()).await?, at);
+                let now_left = still_unheld(&left_over, &known.unheld);
+                taken_over += left_over.len() - now_left.len();
+                left_over = now_left;
+                if left_over.is_empty() || left().is_zero() {
+                    break;
+                }
             }
-            let at = Instant::now();
-            known.update(self.list_claims(r, left()).await?, at);
-            return Ok(still.len());
+            return Ok(taken_over);
         }
     }
 
