@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of rayshare: formatting, lints, unit tests, real-socket tests, the
 # end-to-end tests against a real kube-apiserver, the end-to-end tests through the real
-# KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes),
+# KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes;
+# v1.6.1, then the same suite against v1.5.1),
 # the end-to-end tests under the real Volcano scheduler, controller-manager and webhook-manager,
 # the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
 # Grafana dashboard and alerts (tests/tools/monitorcheck, promtool), and the fuzz targets
@@ -20,6 +21,8 @@ step "building helm (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-helm.sh >/dev/null; echo "helm ready in $((SECONDS - t))s" >&2
 step "building the KubeRay operator (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
+step "building the KubeRay operator v1.5.1 for the version matrix (cached after the first build)"
+t=$SECONDS; bash tests/tools/build-kuberay.sh v1.5 >/dev/null; echo "KubeRay v1.5.1 ready in $((SECONDS - t))s" >&2
 step "building Volcano's scheduler, controller-manager and webhook-manager (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-volcano.sh >/dev/null; echo "Volcano ready in $((SECONDS - t))s" >&2
 step "building kwok (cached after the first build)"
@@ -39,5 +42,7 @@ step "Helm chart: lint, render every certificate mode, deploy/ up to date"
 bash tests/tools/check-chart.sh
 step "cargo test (unit, server, end-to-end, through KubeRay, demo)"
 cargo test --all-targets --locked -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
+step "the KubeRay suite again, against KubeRay v1.5.1"
+RAYSHARE_KUBERAY=v1.5 cargo test --locked --test kuberay -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
 
 echo "all tests passed in $((SECONDS - start))s" >&2

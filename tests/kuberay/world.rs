@@ -305,6 +305,16 @@ pub fn pod_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Which KubeRay the suite runs: `RAYSHARE_KUBERAY=v1.5` for v1.5.1, else v1.6.1
+/// (tests/tools/build-kuberay.sh).
+pub fn kuberay_version() -> Vec<&'static str> {
+    match std::env::var("RAYSHARE_KUBERAY").as_deref() {
+        Ok("v1.5") => vec!["v1.5"],
+        Ok("") | Err(_) => vec![],
+        Ok(other) => panic!("RAYSHARE_KUBERAY={other}: only v1.5 (or unset, v1.6.1) is built"),
+    }
+}
+
 /// How a test runs KubeRay.
 #[derive(Debug, Clone, Default)]
 pub struct KubeRayOptions {
@@ -325,7 +335,10 @@ pub struct KubeRay {
 impl KubeRay {
     pub async fn start(name: &str, namespaces: &[&str], options: &KubeRayOptions) -> Self {
         let world = &*WORLD;
-        let bin = run_script(&repo().join("tests/tools/build-kuberay.sh"));
+        let bin = run_script_with(
+            &repo().join("tests/tools/build-kuberay.sh"),
+            &kuberay_version(),
+        );
         let port = free_port();
         let mut cmd = supervised(&bin);
         cmd.args([

@@ -3,12 +3,18 @@
 # tests/tools/kuberay/go.mod as a `tool`) once and reuses the binary while the module and
 # the Go toolchain are unchanged (tests/tools/go-build.sh caches it).
 #
-#   tests/tools/build-kuberay.sh   -> prints the path of the operator binary (stdout only)
+#   tests/tools/build-kuberay.sh          -> the operator binary, v1.6.1 (stdout only)
+#   tests/tools/build-kuberay.sh v1.5     -> v1.5.1 (tests/tools/kuberay-v1.5/go.mod)
 #
 # `go install ...ray-operator@v1.6.1` does not work here (the proxy refuses the version
-# list it reads), hence the small module: to move to another release, change the version
+# list it reads), hence the small modules: to move to another release, change the version
 # in go.mod (`go get -tool github.com/ray-project/kuberay/ray-operator@vX`, `go mod tidy`).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-dir="$(bash "$here/go-build.sh" module "$here/kuberay" kuberay github.com/ray-project/kuberay/ray-operator)"
+case "${1:-}" in
+  "") module="$here/kuberay" name=kuberay ;;
+  v1.5) module="$here/kuberay-v1.5" name=kuberay-v1.5 ;;
+  *) echo "usage: $0 [v1.5]" >&2; exit 2 ;;
+esac
+dir="$(bash "$here/go-build.sh" module "$module" "$name" github.com/ray-project/kuberay/ray-operator)"
 echo "$dir/ray-operator"
