@@ -128,6 +128,17 @@ async fn create_all(env: &TestEnv, objects: Vec<Value>) -> Vec<(Instant, Value)>
         .collect()
         .await
 }
+/// Runs `run` with the test instances started from the build at `path`.
+async fn as_build<T>(path: &str, predates_instance: bool, run: impl Future<Output = T>) -> T {
+    *OTHER_BUILD.lock().unwrap() = Some(Build {
+        path: path.into(),
+        predates_instance,
+    });
+    let out = run.await;
+    *OTHER_BUILD.lock().unwrap() = None;
+    out
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         eprintln!("bursts benchmark: skipped outside `cargo bench`");
@@ -156,12 +167,8 @@ fn main() {
         let old = std::env::var("RAYSHARE_OLD_SLICE_BIN").ok();
         for replicas in [1, 2] {
             if let Some(path) = &old {
-                *OTHER_BUILD.lock().unwrap() = Some(Build {
-                    path: path.into(),
-                    predates_instance: false,
-                });
-                out.extend(rt.block_on(slice::rows("old", replicas)));
-                *OTHER_BUILD.lock().unwrap() = None;
+                let rows = as_build(path, false, slice::rows("old", replicas));
+                out.extend(rt.block_on(rows));
             }
             out.extend(rt.block_on(slice::rows("new", replicas)));
         }

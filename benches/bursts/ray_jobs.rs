@@ -9,7 +9,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::{Build, CONCURRENCY, CONFIGS, Latencies, OTHER_BUILD, counting, create_all};
+use crate::{CONCURRENCY, CONFIGS, Latencies, as_build, counting, create_all};
 
 /// Watches `api` from now on: when each object was first seen. A watch, not polling: its
 /// calls are not counted among rayshare's.
@@ -140,12 +140,7 @@ pub async fn table() -> Vec<String> {
     let old = std::env::var("RAYSHARE_OLD_BIN").ok();
     for jobs in [50, 500] {
         if let Some(path) = &old {
-            *OTHER_BUILD.lock().unwrap() = Some(Build {
-                path: path.into(),
-                predates_instance: true,
-            });
-            out.push(ray_jobs("old", jobs).await);
-            *OTHER_BUILD.lock().unwrap() = None;
+            out.push(as_build(path, true, ray_jobs("old", jobs)).await);
         }
         out.push(ray_jobs("new", jobs).await);
     }
