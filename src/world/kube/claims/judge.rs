@@ -135,6 +135,9 @@ pub(crate) fn judge(
 /// replica would wait for a maker to seal one.
 pub(crate) const TAIL: u32 = 2;
 
+/// Groups with fewer replicas claim host by host (behind a gate per replica).
+pub(crate) const MIN_BLOCK_REPLICAS: u32 = 8;
+
 /// How the next claim is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Next {
@@ -178,8 +181,13 @@ pub(crate) fn next_claim(
                 .next()
                 .is_none()
     };
-    let in_tail =
-        |replica: u32| shape.replicas > 0 && replica.saturating_add(TAIL) >= shape.replicas;
+    // A small group goes host by host throughout: its few writes cost little, and a
+    // refused pod's hand-outs in a block of a small group are what leave gaps.
+    let in_tail = |replica: u32| {
+        shape.replicas > 0
+            && (shape.replicas < MIN_BLOCK_REPLICAS
+                || replica.saturating_add(TAIL) >= shape.replicas)
+    };
     if !untouched(slot.replica) || in_tail(slot.replica) {
         return Next::Gate(slot.replica);
     }
@@ -335,6 +343,27 @@ mod tests {
         assert_eq!(
             next_claim(&slots(taken), &blocks, SHAPE, blocks_on, 0),
             next
+        );
+    }
+
+    #[test]
+    fn a_small_group_goes_host_by_host() {
+        let small = WorkerGroup {
+            hosts: 4,
+            replicas: MIN_BLOCK_REPLICAS - 1,
+        };
+        let none = BTreeSet::new();
+        assert_eq!(
+            next_claim(&slots(&[]), &none, small, true, 0),
+            Next::Gate(0)
+        );
+        let gated = BTreeSet::from([0]);
+        assert_eq!(
+            next_claim(&slots(&[]), &gated, small, true, 0),
+            Next::Slot(Slot {
+                replica: 0,
+                host: 0
+            })
         );
     }
 
