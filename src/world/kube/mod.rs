@@ -131,13 +131,19 @@ impl KubeWorld {
     }
 
     /// `Ok(false)` when an object of that name already exists.
-    async fn try_create(&self, object: &Value, timeout: Duration) -> Result<bool, WorldError> {
+    /// Creates the object: its resourceVersion when this call made it, `None` when it
+    /// exists already.
+    async fn try_create(
+        &self,
+        object: &Value,
+        timeout: Duration,
+    ) -> Result<Option<String>, WorldError> {
         let api = self.api_for(object)?;
         let dynamic: DynamicObject =
             serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
         match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
-            Ok(_) => Ok(true),
-            Err(e) if is_already_exists(&e) => Ok(false),
+            Ok(made) => Ok(Some(made.metadata.resource_version.unwrap_or_default())),
+            Err(e) if is_already_exists(&e) => Ok(None),
             Err(e) => Err(to_world_error(e)),
         }
     }
@@ -147,7 +153,7 @@ impl World for KubeWorld {
     /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
     async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
         let deadline = Instant::now() + timeout;
-        if self.try_create(object, timeout).await? {
+        if self.try_create(object, timeout).await?.is_some() {
             return Ok(Created::Created);
         }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -107,28 +107,6 @@ pub(super) fn block_object(r: &IndexRequest, replica: u32, assigned: Option<u32>
         meta["annotations"][labels::HOSTS_ASSIGNED] = json!(n.to_string());
     }
     lease
-}
-
-/// Creates `replica`'s block: `Ok(Some(resourceVersion))` when this replica made it,
-/// `Ok(None)` when it exists already.
-pub(super) async fn make(
-    client: &kube::Client,
-    r: &IndexRequest,
-    object: &Value,
-    timeout: Duration,
-) -> Result<Option<String>, kube::Error> {
-    let leases: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &r.namespace, &lease_resource());
-    let object: DynamicObject =
-        serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
-    let made = bounded(timeout, leases.create(&PostParams::default(), &object))
-        .await
-        .map_err(|_| timeout_error())?;
-    match made {
-        Ok(made) => Ok(Some(made.metadata.resource_version.unwrap_or_default())),
-        Err(e) if crate::world::kube::calls::is_already_exists(&e) => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 fn timeout_error() -> kube::Error {

@@ -237,9 +237,7 @@ impl KubeWorld {
     ) -> Result<Option<OpenBlock>, WorldError> {
         let opened = tokio::time::Instant::now();
         let object = block::block_object(r, replica, None);
-        let made = block::make(&self.client, r, &object, timeout)
-            .await
-            .map_err(to_world_error)?;
+        let made = self.try_create(&object, timeout).await?;
         let answered = tokio::time::Instant::now();
         Ok(made.map(|resource_version| {
             OpenBlock::new(
@@ -337,7 +335,8 @@ impl KubeWorld {
                 Next::Slot(slot) => {
                     let won = self
                         .try_create(&Self::claim_object(r, slot), remaining())
-                        .await?;
+                        .await?
+                        .is_some();
                     known.taken.insert(slot);
                     won.then_some(slot)
                 }
@@ -374,7 +373,7 @@ impl KubeWorld {
                 }
                 Next::Gate(replica) => {
                     let gate = block::block_object(r, replica, Some(0));
-                    if !self.try_create(&gate, remaining()).await? {
+                    if self.try_create(&gate, remaining()).await?.is_none() {
                         // Someone's block: what it hands out shows in a list.
                         let at = Instant::now();
                         known.update(self.list_claims(r, remaining()).await?, at);
