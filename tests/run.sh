@@ -2,7 +2,7 @@
 # Runs every test of rayshare: formatting, lints, unit tests, real-socket tests, the
 # end-to-end tests against a real kube-apiserver, the end-to-end tests through the real
 # KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes;
-# v1.6.1, then the same suite against v1.5.1),
+# v1.6.1, then the same suite against v1.5.1 and v1.4.2),
 # the end-to-end tests under the real Volcano scheduler, controller-manager and webhook-manager,
 # the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
 # Grafana dashboard and alerts (tests/tools/monitorcheck, promtool), and the fuzz targets
@@ -23,6 +23,8 @@ step "building the KubeRay operator (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
 step "building the KubeRay operator v1.5.1 for the version matrix (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kuberay.sh v1.5 >/dev/null; echo "KubeRay v1.5.1 ready in $((SECONDS - t))s" >&2
+step "building the KubeRay operator v1.4.2 for the version matrix (cached after the first build)"
+t=$SECONDS; bash tests/tools/build-kuberay.sh v1.4 >/dev/null; echo "KubeRay v1.4.2 ready in $((SECONDS - t))s" >&2
 step "building Volcano's scheduler, controller-manager and webhook-manager (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-volcano.sh >/dev/null; echo "Volcano ready in $((SECONDS - t))s" >&2
 step "building kwok (cached after the first build)"
@@ -32,7 +34,8 @@ t=$SECONDS; bash tests/tools/build-promtool.sh >/dev/null; echo "promtool ready 
 step "installing Ray from PyPI for the real Ray head (cached after the first install)"
 t=$SECONDS; bash tests/tools/install-ray.sh >/dev/null; echo "Ray ready in $((SECONDS - t))s" >&2
 step "CRDs of KubeRay and Volcano from their Go modules (cached)"
-t=$SECONDS; bash tests/tools/crds.sh >/dev/null; echo "CRDs ready in $((SECONDS - t))s" >&2
+t=$SECONDS; for v in "" v1.5 v1.4; do RAYSHARE_KUBERAY=$v bash tests/tools/crds.sh >/dev/null; done
+echo "CRDs ready in $((SECONDS - t))s" >&2
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -42,7 +45,9 @@ step "Helm chart: lint, render every certificate mode, deploy/ up to date"
 bash tests/tools/check-chart.sh
 step "cargo test (unit, server, end-to-end, through KubeRay, demo)"
 cargo test --all-targets --locked -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
-step "the KubeRay suite again, against KubeRay v1.5.1"
-RAYSHARE_KUBERAY=v1.5 cargo test --locked --test kuberay -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
+for v in v1.5 v1.4; do
+  step "the KubeRay suite again, against KubeRay $v (its own CRDs)"
+  RAYSHARE_KUBERAY=$v cargo test --locked --test kuberay -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
+done
 
 echo "all tests passed in $((SECONDS - start))s" >&2

@@ -235,3 +235,45 @@ async fn volcano_stand_in_spec_without_a_batch_scheduler() {
     let config = "sharedClusters:\n  volcanoStandInSpec: true\n";
     jobs_run_on_shared_clusters("kr-stand-in", config).await;
 }
+
+/// KubeRay hands `spec.metadata` to Ray only for a job with a cluster of its own (v1.5+
+/// drop it for an existing cluster, v1.4 fails the job on it): such a job stays as
+/// written, KubeRay makes its cluster and submits the job with its metadata.
+#[tokio::test]
+async fn a_job_with_ray_metadata_keeps_its_own_cluster() {
+    let env = TestEnv::new("kr-metadata", DEFAULT_CONFIG, 1).await;
+    let _kuberay = KubeRay::start(&env.name, &[&env.ns], &KubeRayOptions::default()).await;
+    let (file, job, _) = JOBS[0];
+    let mut object = sample(file);
+    object["metadata"]["name"] = json!(job);
+    object["spec"]["metadata"] = json!({"owner": "team-a"});
+    let stored = create_in(&env.admin, &env.ns, object, false).await;
+    assert_eq!(selected(&stored), None, "{stored}");
+    let jobs: Api<Job> = Api::namespaced(env.admin.clone(), &env.ns);
+    let submitter = wait_for_within(SLOW, "KubeRay's submitter of the job", || async {
+        jobs.get_opt(job).await.ok().flatten()
+    })
+    .await;
+    let command = format!(
+        "{:?}",
+        submitter.spec.unwrap().template.spec.unwrap().containers[0]
+    );
+    assert!(
+        command.contains("--metadata-json") && command.contains("team-a"),
+        "{command}"
+    );
+    let owners: Vec<String> = ray_clusters(&env)
+        .await
+        .values()
+        .map(|c| c["metadata"]["ownerReferences"][0]["name"].to_string())
+        .collect();
+    assert_eq!(owners, vec![format!("\"{job}\"")]);
+    wait_for_within(SLOW, "an Event naming spec.metadata", || async {
+        let events = describe(&events(&env.admin, &env.ns, "RayJob").await);
+        events
+            .iter()
+            .any(|e| e.contains("spec.metadata"))
+            .then_some(())
+    })
+    .await;
+}

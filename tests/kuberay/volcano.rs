@@ -20,9 +20,29 @@ async fn pod_groups(env: &TestEnv) -> Vec<serde_json::Value> {
     list_json(&env.admin, &pod_group_resource(), &env.ns, "").await
 }
 
+async fn group_names(env: &TestEnv) -> Vec<String> {
+    let mut names: Vec<String> = pod_groups(env)
+        .await
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The job's status once KubeRay took it past Initializing.
+async fn past_initializing(env: &TestEnv, job: &str) -> serde_json::Value {
+    wait_for_within(SLOW, "the job to leave Initializing", || async {
+        let status = ray_job(env, job).await["status"].clone();
+        let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
+        (!["", "New", "Initializing"].contains(&state)).then_some(status)
+    })
+    .await
+}
+
 /// The default config leaves a selector without a spec; KubeRay's Volcano plugin refuses
 /// such a job on every reconcile, so it never leaves Initializing, although its shared
-/// cluster is up and ready.
+/// cluster is up and ready. KubeRay v1.4 groups RayClusters only: the job runs there.
 #[tokio::test]
 async fn default_config_leaves_jobs_initializing() {
     let env = TestEnv::new("kr-volcano-default", DEFAULT_CONFIG, 1).await;
@@ -33,6 +53,13 @@ async fn default_config_leaves_jobs_initializing() {
         (ray_clusters(&env).await.get(&cluster)?["status"]["state"] == "ready").then_some(())
     })
     .await;
+    if kuberay_v1_4() {
+        let status = past_initializing(&env, job).await;
+        assert_eq!(status["rayClusterName"], json!(cluster), "{status}");
+        assert_eq!(group_names(&env).await, vec![format!("ray-{cluster}-pg")]);
+        assert_no_validation_failures(&env).await;
+        return;
+    }
     let refusal = format!("gang scheduling does not support RayJob {}/{job}", env.ns);
     wait_for_within(
         SLOW,
@@ -49,12 +76,7 @@ async fn default_config_leaves_jobs_initializing() {
     let status = ray_job(&env, job).await["status"].clone();
     assert_eq!(status["jobDeploymentStatus"], "Initializing", "{status}");
     // The cluster's own PodGroup (KubeRay's, for a standalone RayCluster); none for the job.
-    let groups: Vec<String> = pod_groups(&env)
-        .await
-        .iter()
-        .map(|g| g["metadata"]["name"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(groups, vec![format!("ray-{cluster}-pg")]);
+    assert_eq!(group_names(&env).await, vec![format!("ray-{cluster}-pg")]);
     eprintln!(
         "[volcano default] {job} -> {cluster}: cluster ready, job {} ({} refusals so far: {refusal})",
         status["jobDeploymentStatus"],
@@ -91,18 +113,19 @@ async fn stand_in_spec_runs_jobs() {
     let stored = create_job(&env, file, job).await;
     let cluster = selected(&stored).unwrap();
     assert!(stored["spec"]["rayClusterSpec"].is_object());
-    let status = wait_for_within(SLOW, "the job to leave Initializing", || async {
-        let status = ray_job(&env, job).await["status"].clone();
-        let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
-        (!["", "New", "Initializing"].contains(&state)).then_some(status)
-    })
-    .await;
+    let status = past_initializing(&env, job).await;
     assert_eq!(status["rayClusterName"], json!(cluster), "{status}");
     assert_eq!(
         ray_clusters(&env).await.keys().cloned().collect::<Vec<_>>(),
         vec![cluster.clone()],
         "KubeRay made no cluster from the stand-in"
     );
+    if kuberay_v1_4() {
+        // No PodGroup for the job in v1.4: the stand-in is harmless there, not needed.
+        assert_eq!(group_names(&env).await, vec![format!("ray-{cluster}-pg")]);
+        assert_no_validation_failures(&env).await;
+        return;
+    }
     let group_name = format!("ray-{job}-pg");
     let groups = pod_groups(&env).await;
     let group = groups
@@ -134,16 +157,9 @@ async fn stand_in_spec_runs_jobs() {
     );
     // KubeRay's two groups (the shared cluster's, the job's) and none of rayshare's: it
     // leaves pods that KubeRay already grouped alone.
-    let groups = pod_groups(&env).await;
-    let mut names: Vec<&str> = groups
-        .iter()
-        .map(|g| g["metadata"]["name"].as_str().unwrap())
-        .collect();
-    names.sort();
-    let cluster_group = format!("ray-{cluster}-pg");
-    let mut want = vec![cluster_group.as_str(), group_name.as_str()];
+    let mut want = vec![format!("ray-{cluster}-pg"), group_name.clone()];
     want.sort();
-    assert_eq!(names, want);
+    assert_eq!(group_names(&env).await, want);
     let submitter =
         kube::Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.admin.clone(), &env.ns)
             .get(job)

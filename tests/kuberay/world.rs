@@ -305,14 +305,24 @@ pub fn pod_ready(pod: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Which KubeRay the suite runs: `RAYSHARE_KUBERAY=v1.5` for v1.5.1, else v1.6.1
-/// (tests/tools/build-kuberay.sh).
+/// Which KubeRay the suite runs: `RAYSHARE_KUBERAY=v1.5` for v1.5.1, `v1.4` for v1.4.2,
+/// else v1.6.1 (tests/tools/build-kuberay.sh; tests/tools/crds.sh reads the same variable).
 pub fn kuberay_version() -> Vec<&'static str> {
     match std::env::var("RAYSHARE_KUBERAY").as_deref() {
         Ok("v1.5") => vec!["v1.5"],
+        Ok("v1.4") => vec!["v1.4"],
         Ok("") | Err(_) => vec![],
-        Ok(other) => panic!("RAYSHARE_KUBERAY={other}: only v1.5 (or unset, v1.6.1) is built"),
+        Ok(other) => {
+            panic!("RAYSHARE_KUBERAY={other}: only v1.5, v1.4 (or unset, v1.6.1) are built")
+        }
     }
+}
+
+/// Whether the suite runs KubeRay v1.4, which differs where rayshare's tests look: no
+/// `RayMultiHostIndexing` gate (an unknown gate is refused), no PodGroup per RayJob with
+/// Volcano (only per RayCluster), and a job whose dashboard never answers stays Running.
+pub fn kuberay_v1_4() -> bool {
+    kuberay_version() == ["v1.4"]
 }
 
 /// How a test runs KubeRay.

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The CRDs every test world installs, read from the same Go modules as the programs that
 # serve them: KubeRay's from ray-operator at the version tests/tools/kuberay/go.mod pins
-# (the operator the tests run); Volcano's PodGroup and Queue, and the Command and
-# Numatopology its scheduler and controllers watch, from volcano.sh/volcano.
+# (the operator the tests run), or tests/tools/kuberay-<v>/go.mod with RAYSHARE_KUBERAY=<v>
+# (v1.5, v1.4: the version matrix installs the CRDs of the KubeRay it runs); Volcano's
+# PodGroup and Queue, and the Command and Numatopology its scheduler and controllers watch,
+# from volcano.sh/volcano.
 #
 #   tests/tools/crds.sh   -> prints the directory holding the CRD files (stdout only)
 #
@@ -14,13 +16,20 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 log() { echo "crds: $*" >&2; }
 
-KUBERAY_VERSION="$(awk '$1 == "github.com/ray-project/kuberay/ray-operator" { print $2; exit }' "$here/kuberay/go.mod")"
-[[ -n "$KUBERAY_VERSION" ]] || { log "no ray-operator version in $here/kuberay/go.mod"; exit 1; }
+case "${RAYSHARE_KUBERAY:-}" in
+  "") kuberay_mod="$here/kuberay/go.mod" ;;
+  v1.5 | v1.4) kuberay_mod="$here/kuberay-$RAYSHARE_KUBERAY/go.mod" ;;
+  *) log "RAYSHARE_KUBERAY=$RAYSHARE_KUBERAY: only v1.5, v1.4 (or unset) are pinned"; exit 2 ;;
+esac
+KUBERAY_VERSION="$(awk '$1 == "github.com/ray-project/kuberay/ray-operator" { print $2; exit }' "$kuberay_mod")"
+[[ -n "$KUBERAY_VERSION" ]] || { log "no ray-operator version in $kuberay_mod"; exit 1; }
 VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
 
-# "module|version|directory in the module|CRD files"
+# "module|version|directory in the module|CRD files" (RayCronJob is new in v1.6)
+kuberay_crds="ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml"
+[[ "$KUBERAY_VERSION" == v1.[45].* ]] || kuberay_crds+=" ray.io_raycronjobs.yaml"
 sources=(
-  "github.com/ray-project/kuberay/ray-operator|$KUBERAY_VERSION|config/crd/bases|ray.io_rayclusters.yaml ray.io_rayjobs.yaml ray.io_rayservices.yaml ray.io_raycronjobs.yaml"
+  "github.com/ray-project/kuberay/ray-operator|$KUBERAY_VERSION|config/crd/bases|$kuberay_crds"
   "volcano.sh/volcano|$VOLCANO_VERSION|config/crd/volcano/bases|scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml bus.volcano.sh_commands.yaml nodeinfo.volcano.sh_numatopologies.yaml"
 )
 

@@ -88,7 +88,16 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
     if spec["backoffLimit"].as_i64().is_some_and(|n| n > 0) {
         return Some("backoffLimit > 0 cannot use an existing cluster".into());
     }
+    // KubeRay hands `spec.metadata` to Ray only with an embedded cluster: v1.5+ drop it for
+    // an existing one (the job runs without it), v1.4 fails the job on it.
+    if spec["metadata"].as_object().is_some_and(|m| !m.is_empty()) {
+        return Some("spec.metadata reaches Ray only on a cluster of the job's own".into());
+    }
     let deletes = |p: &Value| p == "DeleteCluster" || p == "DeleteWorkers";
+    // v1.4's single `deletionPolicy` (v1.5+ have no such field; the API server prunes it).
+    if deletes(&spec["deletionPolicy"]) {
+        return Some("its deletionPolicy deletes the cluster or its workers".into());
+    }
     let strategy = &spec["deletionStrategy"];
     let rules = strategy["deletionRules"].as_array().into_iter().flatten();
     if deletes(&strategy["onSuccess"]["policy"])

@@ -13,16 +13,19 @@ fn sample(name: &str) -> Value {
     serde_norway::from_str(text).unwrap()
 }
 
-fn rewrite(job: &Value) -> Rewrite {
-    match plan(
+/// The plan of `job` in namespace "ns" with the default config.
+fn plan_of(job: &Value) -> Result<Plan, PlanError> {
+    plan(
         job,
         "ns",
         &SharedClusters::default(),
         "rayshare.io/skip",
         super::tests_by(),
     )
-    .unwrap()
-    {
+}
+
+fn rewrite(job: &Value) -> Rewrite {
+    match plan_of(job).unwrap() {
         Plan::Rewrite(r) => *r,
         Plan::Skip(why) => panic!("skipped: {why:?}"),
     }
@@ -165,24 +168,29 @@ fn value_from_run_scoped_env_stays_with_a_warning() {
 #[case::backoff(json!({"spec": {"backoffLimit": 2}}), "backoffLimit")]
 #[case::delete_cluster(json!({"spec": {"deletionStrategy": {"onSuccess": {"policy": "DeleteCluster"}, "onFailure": {"policy": "DeleteNone"}}}}), "deletionStrategy")]
 #[case::delete_workers_rule(json!({"spec": {"deletionStrategy": {"deletionRules": [{"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}}]}}}), "deletionStrategy")]
+#[case::v1_4_delete_policy(json!({"spec": {"deletionPolicy": "DeleteWorkers"}}), "deletionPolicy")]
+#[case::ray_metadata(json!({"spec": {"metadata": {"owner": "team-a"}}}), "spec.metadata")]
 #[case::kueue(json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}}}), "Kueue")]
 #[case::managed_by(json!({"spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}), "managed by")]
 #[case::opt_out(json!({"metadata": {"annotations": {"rayshare.io/skip": "true"}}}), "rayshare.io/skip")]
 fn blocked_jobs_are_skipped_with_a_reason(#[case] overlay: Value, #[case] reason: &str) {
     let mut job = sample("a");
     json_patch::merge(&mut job, &overlay);
-    match plan(
-        &job,
-        "ns",
-        &SharedClusters::default(),
-        "rayshare.io/skip",
-        super::tests_by(),
-    )
-    .unwrap()
-    {
+    match plan_of(&job).unwrap() {
         Plan::Skip(Some(why)) => assert!(why.contains(reason), "{why}"),
         other => panic!("expected a skip, got {other:?}"),
     }
+}
+
+#[rstest]
+#[case::empty_metadata(json!({"spec": {"metadata": {}}}))]
+#[case::delete_self(json!({"spec": {"deletionPolicy": "DeleteSelf"}}))]
+#[case::delete_none_rules(json!({"spec": {"deletionStrategy": {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {"policy": "DeleteSelf"}}}}))]
+fn harmless_near_blockers_are_still_shared(#[case] overlay: Value) {
+    let mut job = sample("a");
+    json_patch::merge(&mut job, &overlay);
+    let p = plan_of(&job);
+    assert!(matches!(p, Ok(Plan::Rewrite(_))), "{p:?}");
 }
 
 #[rstest]
@@ -191,28 +199,14 @@ fn blocked_jobs_are_skipped_with_a_reason(#[case] overlay: Value, #[case] reason
 fn nothing_to_do_is_quiet(#[case] overlay: Value) {
     let mut job = sample("a");
     json_patch::merge(&mut job, &overlay);
-    let p = plan(
-        &job,
-        "ns",
-        &SharedClusters::default(),
-        "rayshare.io/skip",
-        super::tests_by(),
-    )
-    .unwrap();
+    let p = plan_of(&job).unwrap();
     assert_eq!(p, Plan::Skip(None));
 }
 
 #[test]
 fn the_rewritten_job_is_left_alone_on_reinvocation() {
     let r = rewrite(&sample("a"));
-    let again = plan(
-        &r.job,
-        "ns",
-        &SharedClusters::default(),
-        "rayshare.io/skip",
-        super::tests_by(),
-    )
-    .unwrap();
+    let again = plan_of(&r.job).unwrap();
     assert_eq!(again, Plan::Skip(None));
 }
 
@@ -227,16 +221,7 @@ fn odd_shapes_are_errors(#[case] job: Value) {
         job["spec"]["rayClusterSpec"]["headGroupSpec"] =
             sample("a")["spec"]["rayClusterSpec"]["headGroupSpec"].clone();
     }
-    assert!(
-        plan(
-            &job,
-            "ns",
-            &SharedClusters::default(),
-            "rayshare.io/skip",
-            super::tests_by()
-        )
-        .is_err()
-    );
+    assert!(plan_of(&job).is_err());
 }
 
 /// A cluster serves a job only if rayshare made it for exactly that config.
@@ -364,13 +349,7 @@ fn a_spec_too_large_to_travel_leaves_the_job_unchanged(
     let head = &mut job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"];
     head["containers"][0]["env"] = json!([{"name": "BIG", "value": "x".repeat(env_bytes)}]);
     job["metadata"]["annotations"]["big"] = json!("y".repeat(annotation_bytes));
-    let planned = plan(
-        &job,
-        "ns",
-        &SharedClusters::default(),
-        "rayshare.io/skip",
-        super::tests_by(),
-    );
+    let planned = plan_of(&job);
     match planned {
         Ok(Plan::Skip(Some(why))) => assert!(why.contains("too large to travel"), "{why}"),
         Ok(Plan::Rewrite(_)) => panic!("rewritten"),
