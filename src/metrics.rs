@@ -85,6 +85,7 @@ pub struct Metrics {
     pub cluster_jobs: Family<ClusterLabels, Gauge>,
     pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
     pub ray_jobs_deleted: Counter,
+    pub jobs_woken: Counter,
     pub ray_jobs_unattributed: Family<ClusterLabels, Gauge>,
     pub events: Family<ReasonLabel, Counter>,
     pub events_dropped: Family<ReasonLabel, Counter>,
@@ -218,6 +219,12 @@ impl Default for Metrics {
             "Records of finished Ray jobs deleted from shared clusters' job tables because their RayJob is gone",
             ray_jobs_deleted.clone(),
         );
+        let jobs_woken = Counter::default();
+        registry.register(
+            "jobs_woken",
+            "RayJobs that waited for their shared cluster, touched once it was made so KubeRay takes them up at once",
+            jobs_woken.clone(),
+        );
         let ray_jobs_unattributed = Family::<ClusterLabels, Gauge>::default();
         registry.register(
             "ray_jobs_unattributed",
@@ -242,6 +249,7 @@ impl Default for Metrics {
             events_dropped,
             ray_jobs_stopped,
             ray_jobs_deleted,
+            jobs_woken,
             ray_jobs_unattributed,
             shared_clusters,
             cluster_jobs,

@@ -33,6 +33,10 @@ pub const CLAIM_HOSTS: &str = "rayshare.io/claim-hosts";
 /// handed out (hosts `0..n`; the rest are free for per-host claims). `0` on a block taken
 /// over because its pods never came.
 pub const HOSTS_ASSIGNED: &str = "rayshare.io/hosts-assigned";
+/// Annotation the provisioner sets on a RayJob that waited for its shared cluster, when
+/// the cluster is made (RFC 3339): the update makes KubeRay look at the job at once
+/// instead of after its retry delay. The only write rayshare makes to a RayJob.
+pub const CLUSTER_MADE: &str = "rayshare.io/cluster-made";
 /// On a shared cluster: the longest idle TTL its jobs asked for.
 pub const IDLE_TTL: &str = "rayshare.io/idle-ttl-seconds";
 /// Annotation on a shared cluster: the creation time of its newest job (RFC 3339), the

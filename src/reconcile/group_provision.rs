@@ -53,6 +53,7 @@ pub fn spawn(
         resync: RESYNC,
         concurrency: IN_FLIGHT,
         leading: None,
+        max_backoff: runner::MAX_BACKOFF,
     };
     let provisioner = GroupProvisioner {
         world,

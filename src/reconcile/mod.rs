@@ -218,6 +218,7 @@ pub fn spawn_all(
         resync: every,
         concurrency: 1,
         leading: Some(leading.clone()),
+        max_backoff: runner::MAX_BACKOFF,
     };
     let ctx = (client, config, metrics.clone(), world);
     if let Some(every) = pod_groups {

@@ -26,8 +26,9 @@ use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::reclaim;
 use crate::domain::shared_cluster::cluster_for_job;
+use crate::domain::shared_cluster::provision::{jobs_to_wake, wake_patch};
 use crate::metrics::{KindLabel, Metrics};
-use crate::world::kube::{KubeWorld, ray_cluster_resource};
+use crate::world::kube::{KubeWorld, ray_cluster_resource, ray_job_resource};
 
 use super::runner::{self, Failure, Reconciler, Schedule};
 use super::{Key, is_conflict, is_not_found, reason};
@@ -36,6 +37,9 @@ use super::{Key, is_conflict, is_not_found, reason};
 const RESYNC: Duration = Duration::from_secs(30);
 /// A cluster this replica made is not made again before the cache shows it.
 const MADE_RECENTLY: Duration = Duration::from_secs(10);
+/// A cluster whose create failed (a quota, a policy) is tried again at most this long
+/// after the last try: its jobs wait for it, and the quota may free at any moment.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 fn timeout(config: &Config) -> Duration {
     Duration::from_millis(config.shared_clusters.create_timeout_ms)
@@ -61,6 +65,7 @@ pub fn spawn(
         resync: RESYNC,
         concurrency: 1,
         leading: None,
+        max_backoff: MAX_BACKOFF,
     };
     let provisioner = Provisioner {
         world,
@@ -83,8 +88,7 @@ impl Reconciler for Provisioner {
     async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
         let mut made = self.made.lock().await;
         made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
-        look(&self.world, &self.config, &self.metrics, key, &mut made).await;
-        Ok(())
+        look(&self.world, &self.config, &self.metrics, key, &mut made).await
     }
 
     fn passed(&self, metrics: &Metrics) {
@@ -127,11 +131,11 @@ async fn look(
     metrics: &Metrics,
     key: &Key,
     made: &mut HashMap<Key, Instant>,
-) {
+) -> Result<(), Failure> {
     let jobs = active_jobs(world, key);
     if jobs.is_empty() {
         stamp_last_active(world, config, metrics, key).await;
-        return;
+        return Ok(());
     }
     let reclaim_cfg = &config.reclaim;
     let wanted_ttl = jobs
@@ -152,7 +156,7 @@ async fn look(
             );
             // Being deleted: its Delete event brings us back to make it again.
             if info.deleting || !info.managed_by_rayshare {
-                return;
+                return Ok(());
             }
             let newest = jobs
                 .iter()
@@ -167,11 +171,12 @@ async fn look(
         }
         None if made.contains_key(key) => {}
         None => {
-            if make(world, config, metrics, key, &jobs, wanted_ttl).await {
+            if make(world, config, metrics, key, &jobs, wanted_ttl).await? {
                 made.insert(key.clone(), Instant::now());
             }
         }
     }
+    Ok(())
 }
 
 /// The cluster's last active job just ended or went: its idle clock starts now, not at
@@ -190,7 +195,9 @@ async fn stamp_last_active(world: &KubeWorld, config: &Config, metrics: &Metrics
     }
 }
 
-/// Creates the cluster from the first job whose spec matches its selector.
+/// Creates the cluster from the first job whose spec matches its selector: whether it
+/// exists now (`false`: no job may have it made); `Err` when the API server refused or
+/// did not answer (retried with backoff).
 async fn make(
     world: &KubeWorld,
     config: &Config,
@@ -198,7 +205,7 @@ async fn make(
     (ns, name): &Key,
     jobs: &[Value],
     wanted_ttl: Option<u64>,
-) -> bool {
+) -> Result<bool, Failure> {
     let mut cluster = None;
     let mut first_job = "";
     for job in jobs {
@@ -222,7 +229,7 @@ async fn make(
         }
     }
     let Some(mut cluster) = cluster else {
-        return false;
+        return Ok(false);
     };
     let ttl = wanted_ttl.unwrap_or(config.reclaim.idle_ttl_seconds);
     labels::set(
@@ -241,13 +248,14 @@ async fn make(
         Err(e) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, "shared cluster does not serialise");
             metrics.error(Cause::ProvisionRefused);
-            return false;
+            return Ok(false);
         }
     };
     let started = Instant::now();
     match tokio::time::timeout(timeout(config), api.create(&PostParams::default(), &object)).await {
         Ok(Ok(created)) => {
             tracing::info!(namespace = %ns, cluster = %name, jobs = jobs.len(), "created shared cluster");
+            wake(world, config, metrics, ns, jobs).await;
             let created = serde_json::to_value(created).unwrap_or_default();
             if let (Some(sink), Some(target)) = (world.events(), ObjectRef::of(&created)) {
                 sink.record(Event {
@@ -265,20 +273,50 @@ async fn make(
             metrics
                 .provision_seconds
                 .observe(started.elapsed().as_secs_f64());
-            true
+            Ok(true)
         }
-        Ok(Err(e)) if is_conflict(&e) => true,
+        Ok(Err(e)) if is_conflict(&e) => Ok(true),
         Ok(Err(e)) => {
-            tracing::warn!(namespace = %ns, cluster = %name, error = %e, "cannot create shared cluster (retried)");
-            metrics.error(Cause::ProvisionCreate);
             tell_jobs(world, jobs, name, &reason(&e));
-            false
+            Err(Failure {
+                cause: Cause::ProvisionCreate,
+                error: format!("cannot create shared cluster: {e}").into(),
+            })
         }
         Err(_) => {
-            tracing::warn!(namespace = %ns, cluster = %name, "creating shared cluster timed out (retried)");
-            metrics.error(Cause::ProvisionCreate);
-            tell_jobs(world, jobs, name, "the API server did not answer in time");
-            false
+            let why = "the API server did not answer in time";
+            tell_jobs(world, jobs, name, why);
+            Err(Failure {
+                cause: Cause::ProvisionCreate,
+                error: format!("cannot create shared cluster: {why}").into(),
+            })
+        }
+    }
+}
+
+/// Touches each job that waited for the cluster just made, so KubeRay takes it up now
+/// rather than after its retry delay (which grows with the wait, to 1,000 s).
+async fn wake(world: &KubeWorld, config: &Config, metrics: &Metrics, ns: &str, jobs: &[Value]) {
+    let made = Timestamp::now();
+    let patch = wake_patch(made);
+    let patch = Patch::Merge(&patch);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(world.client().clone(), ns, &ray_job_resource());
+    let params = PatchParams::default();
+    for job in jobs_to_wake(jobs, made) {
+        let name = job["metadata"]["name"].as_str().unwrap_or_default();
+        let call = api.patch(name, &params, &patch);
+        match tokio::time::timeout(timeout(config), call).await {
+            Ok(Ok(_)) => {
+                tracing::info!(namespace = %ns, job = name, "woke a RayJob that waited for its cluster");
+                metrics.jobs_woken.inc();
+            }
+            Ok(Err(e)) if is_not_found(&e) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(namespace = %ns, job = name, error = %e, "cannot wake RayJob (KubeRay takes it up after its retry delay)");
+                metrics.error(Cause::ProvisionWake);
+            }
+            Err(_) => metrics.error(Cause::ProvisionWake),
         }
     }
 }

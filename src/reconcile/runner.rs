@@ -20,7 +20,7 @@ use crate::cause::Cause;
 use crate::metrics::{KindLabel, Metrics};
 
 /// Longest wait before a failed key is looked at again.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// A reconciler of keyed objects (namespace, name).
 pub trait Reconciler: Send + Sync + 'static {
@@ -53,6 +53,8 @@ pub struct Schedule {
     /// Passes only while this says the replica leads (`None`: on every replica); a new
     /// leader looks at every key at once.
     pub leading: Option<watch::Receiver<bool>>,
+    /// Longest wait before a failed key is looked at again (at most [`MAX_BACKOFF`]).
+    pub max_backoff: Duration,
 }
 
 pub fn spawn<R: Reconciler>(
@@ -66,9 +68,10 @@ pub fn spawn<R: Reconciler>(
             resync,
             concurrency,
             mut leading,
+            max_backoff,
         } = schedule;
         let mut resync = resync_every(resync);
-        let mut backoff = Backoff::default();
+        let mut backoff = Backoff::up_to(max_backoff);
         loop {
             let retry_at = backoff.next_due();
             let keys: BTreeSet<Key> = tokio::select! {
@@ -188,39 +191,48 @@ async fn became_leader(leading: &mut Option<watch::Receiver<bool>>) -> Result<()
 }
 
 /// Per key: failures in a row and, while a retry is pending, when it is due (1 s, 2 s,
-/// 4 s, ... 5 min).
-#[derive(Default)]
-struct Backoff(HashMap<Key, (u32, Option<Instant>)>);
+/// 4 s, ... up to the cap).
+struct Backoff {
+    keys: HashMap<Key, (u32, Option<Instant>)>,
+    cap: Duration,
+}
 
 impl Backoff {
+    fn up_to(cap: Duration) -> Self {
+        Self {
+            keys: HashMap::new(),
+            cap: cap.min(MAX_BACKOFF),
+        }
+    }
+
     fn waiting(&self, key: &Key) -> bool {
-        self.0
+        self.keys
             .get(key)
             .and_then(|(_, at)| *at)
             .is_some_and(|at| Instant::now() < at)
     }
 
     fn failed(&mut self, key: &Key) -> Duration {
-        let entry = self.0.entry(key.clone()).or_insert((0, None));
-        let wait = Duration::from_secs(1u64 << entry.0.min(9)).min(MAX_BACKOFF);
+        let entry = self.keys.entry(key.clone()).or_insert((0, None));
+        let wait = Duration::from_secs(1u64 << entry.0.min(9)).min(self.cap);
         *entry = (entry.0 + 1, Some(Instant::now() + wait));
         wait
     }
 
     fn clear(&mut self, key: &Key) {
-        self.0.remove(key);
+        self.keys.remove(key);
     }
 
     /// The earliest pending retry.
     fn next_due(&self) -> Option<Instant> {
-        self.0.values().filter_map(|(_, at)| *at).min()
+        self.keys.values().filter_map(|(_, at)| *at).min()
     }
 
     /// The keys whose retry is due, taken (their failure count stays).
     fn due(&mut self) -> BTreeSet<Key> {
         let now = Instant::now();
         let mut due = BTreeSet::new();
-        for (key, (_, at)) in &mut self.0 {
+        for (key, (_, at)) in &mut self.keys {
             if at.is_some_and(|at| at <= now) {
                 *at = None;
                 due.insert(key.clone());
@@ -242,13 +254,20 @@ mod tests {
 
     #[test]
     fn backoff_doubles_up_to_five_minutes_and_clears() {
-        let mut b = Backoff::default();
+        let mut b = Backoff::up_to(Duration::from_secs(3600));
         let waits: Vec<u64> = (0..12).map(|_| b.failed(&key("c")).as_secs()).collect();
         assert_eq!(waits, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
         assert!(b.waiting(&key("c")));
         b.clear(&key("c"));
         assert!(!b.waiting(&key("c")));
         assert_eq!(b.next_due(), None);
+    }
+
+    #[test]
+    fn backoff_stops_at_its_cap() {
+        let mut b = Backoff::up_to(Duration::from_secs(10));
+        let waits: Vec<u64> = (0..6).map(|_| b.failed(&key("c")).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 10, 10]);
     }
 
     /// Fails `a` twice, then succeeds; `b` always succeeds.
@@ -289,6 +308,7 @@ mod tests {
             resync: Duration::from_secs(3600),
             concurrency: 4,
             leading: None,
+            max_backoff: MAX_BACKOFF,
         };
         let task = spawn(flaky.clone(), schedule, Some(rx), metrics.clone());
         // The first resync tick looks at every key; then only `a`, at 1 s and 2 s later.
@@ -317,6 +337,7 @@ mod tests {
             resync: Duration::from_secs(1),
             concurrency: 1,
             leading: Some(leading),
+            max_backoff: MAX_BACKOFF,
         };
         let task = spawn(
             flaky.clone(),

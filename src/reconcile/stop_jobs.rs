@@ -57,6 +57,7 @@ pub fn spawn(
         resync: Duration::from_secs(cfg.interval_seconds),
         concurrency: 1,
         leading: Some(leading),
+        max_backoff: runner::MAX_BACKOFF,
     };
     let stopper = StopJobs {
         dashboard: Dashboard::new(Duration::from_millis(cfg.timeout_ms)),

@@ -73,23 +73,7 @@ async fn a_cluster_that_cannot_be_made_is_told_to_its_jobs() {
         "spec": {"policyName": policy, "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": env.ns}}}}})).await;
     // The API server enforces a policy once its informer has it.
-    let probe = serde_json::json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
-        "metadata": {"name": "probe", "namespace": env.ns},
-        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}}});
-    let probe: kube::api::DynamicObject = serde_json::from_value(probe).unwrap();
-    let dry_run = kube::api::PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let clusters = env.api(&ray_cluster_resource(), &env.ns);
-    wait_for("the policy to be in force", || async {
-        clusters
-            .create(&dry_run, &probe)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    wait_until_ray_clusters_refused(&env, "the policy").await;
     let mut job = sample("rayjob-run-a.yaml");
     job["metadata"]["name"] = serde_json::json!("waiting");
     let job = create_in(&env.admin, &env.ns, job, false).await;

@@ -838,3 +838,27 @@ pub async fn finish(env: &TestEnv, name: &str) {
         .await
         .unwrap();
 }
+
+/// Waits until the API server refuses a RayCluster in the test's namespace (a dry-run
+/// create): `what` (a policy, a quota) is in force once the API server's informer has it.
+pub async fn wait_until_ray_clusters_refused(env: &TestEnv, what: &str) {
+    let probe: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster",
+        "metadata": {"name": "probe", "namespace": env.ns},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {
+            "containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}}}}))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let clusters = env.api(&ray_cluster_resource(), &env.ns);
+    wait_for(&format!("{what} to be in force"), || async {
+        clusters
+            .create(&dry_run, &probe)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+}

@@ -73,6 +73,19 @@ async fn rayshares_account_writes_only_its_own_objects() {
     );
     assert_eq!(code, 403);
 
+    // The API server enforces the policy (installed with the world) once its informer has it.
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("the own-objects policy to be in force", || async {
+        leases
+            .delete("kube-scheduler", &dry_run)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
     // The policy: no delete or create of a Lease that is not an index claim.
     let (code, message) = refused(
         "deleting another leader Lease",
@@ -129,4 +142,52 @@ async fn rayshares_account_writes_only_its_own_objects() {
         .delete("shared", &DeleteParams::default())
         .await
         .unwrap();
+
+    // A RayJob: the wake annotation, and nothing else.
+    let mut job = sample("rayjob-run-a.yaml");
+    job["metadata"]["name"] = json!("users-job");
+    job["metadata"]["annotations"] = json!({"team": "a"});
+    create_in(&admin, ns, job, false).await;
+    let jobs: Api<DynamicObject> = Api::namespaced_with(rayshare.clone(), ns, &ray_job_resource());
+    let merge = |patch: Value| {
+        let jobs = jobs.clone();
+        async move {
+            let params = kube::api::PatchParams::default();
+            jobs.patch("users-job", &params, &kube::api::Patch::Merge(&patch))
+                .await
+        }
+    };
+    let woken = merge(json!({"metadata": {"annotations": {
+        "rayshare.io/cluster-made": "2026-01-01T00:00:00Z"}}}))
+    .await
+    .unwrap();
+    assert_eq!(woken.metadata.annotations.unwrap()["team"], "a");
+    for (what, patch) in [
+        (
+            "a RayJob's spec",
+            json!({"spec": {"entrypoint": "rm -rf /"}}),
+        ),
+        (
+            "another annotation",
+            json!({"metadata": {"annotations": {"team": "b"}}}),
+        ),
+        (
+            "a new annotation",
+            json!({"metadata": {"annotations": {"x": "y"}}}),
+        ),
+        ("a label", json!({"metadata": {"labels": {"x": "y"}}})),
+        (
+            "its finalizers",
+            json!({"metadata": {"finalizers": ["x.io/keep"]}}),
+        ),
+    ] {
+        let (code, message) = refused(what, merge(patch).await);
+        assert_eq!(code, 403, "{what}: {message}");
+        assert!(message.contains("rayshare.io/cluster-made"), "{message}");
+    }
+    let (code, _) = refused(
+        "deleting a RayJob",
+        jobs.delete("users-job", &DeleteParams::default()).await,
+    );
+    assert_eq!(code, 403);
 }

@@ -13,3 +13,4 @@ mod reclaim;
 mod shared_clusters;
 mod slot_reuse;
 mod volcano;
+mod wake;

@@ -7,6 +7,9 @@
 //! name the spec hashes to: a job whose selector and spec disagree (edited after
 //! admission, or made by hand) can never point rayshare at a cluster of another config.
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::copied::Copied;
@@ -14,6 +17,7 @@ use super::identity;
 use crate::config::SharedClusters;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
+use crate::domain::time::parse_time;
 
 /// Most clusters one config may spread over (`maxJobsPerCluster`).
 pub const MAX_POOL: u32 = 100;
@@ -102,6 +106,30 @@ pub fn cluster_for_job(job: &Value, cfg: &SharedClusters) -> Result<Value, Refus
         labels::set(&mut cluster, Meta::Labels, labels::INSTANCE, instance);
     }
     Ok(cluster)
+}
+
+/// A job that waited this long for its cluster is woken once the cluster is made. KubeRay
+/// retries a job whose selected cluster is missing after a delay that doubles from 5 ms
+/// (controller-runtime's default, up to 1,000 s), so a job that waited `w` may sit about
+/// `w` longer before KubeRay looks again; below a couple of seconds that is noise.
+pub const WAKE_AFTER: Duration = Duration::from_secs(2);
+
+/// The jobs to wake now that their cluster was made at `made`: KubeRay holds them in
+/// Initializing (retrying the missing cluster), and they waited at least [`WAKE_AFTER`].
+pub fn jobs_to_wake(jobs: &[Value], made: Timestamp) -> impl Iterator<Item = &Value> {
+    jobs.iter().filter(move |job| {
+        let waiting = job["status"]["jobDeploymentStatus"] == "Initializing";
+        let waited = parse_time(&job["metadata"]["creationTimestamp"])
+            .and_then(|created| made.duration_since(created).try_into().ok())
+            .is_some_and(|w: Duration| w >= WAKE_AFTER);
+        waiting && waited
+    })
+}
+
+/// The merge patch that wakes a job: KubeRay's RayJob controller watches RayJobs with no
+/// filter, so any update is looked at at once (the retry delay is cut short).
+pub fn wake_patch(made: Timestamp) -> Value {
+    json!({"metadata": {"annotations": {labels::CLUSTER_MADE: made.to_string()}}})
 }
 
 #[cfg(test)]
@@ -239,5 +267,33 @@ mod tests {
     #[case::longer("ray-abcd", false)]
     fn pool_members(#[case] selector: &str, #[case] member: bool) {
         assert_eq!(is_member(selector, "ray-abc"), member);
+    }
+
+    #[rstest]
+    #[case::waited_long("Initializing", "2026-01-01T00:00:00Z", true)]
+    #[case::just_at_the_bound("Initializing", "2026-01-01T00:00:08Z", true)]
+    #[case::just_admitted("Initializing", "2026-01-01T00:00:09Z", false)]
+    #[case::not_seen_by_kuberay_yet("", "2026-01-01T00:00:00Z", false)]
+    #[case::already_running("Running", "2026-01-01T00:00:00Z", false)]
+    #[case::no_creation_time("Initializing", "", false)]
+    fn waiting_jobs_are_woken_once_they_waited(
+        #[case] state: &str,
+        #[case] created: &str,
+        #[case] woken: bool,
+    ) {
+        let made: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let job = json!({"metadata": {"name": "j", "creationTimestamp": created},
+            "status": {"jobDeploymentStatus": state}});
+        let jobs = [job];
+        assert_eq!(jobs_to_wake(&jobs, made).count(), usize::from(woken));
+    }
+
+    #[test]
+    fn the_wake_patch_touches_one_annotation_only() {
+        let made: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        assert_eq!(
+            wake_patch(made),
+            json!({"metadata": {"annotations": {"rayshare.io/cluster-made": "2026-01-01T00:00:10Z"}}})
+        );
     }
 }

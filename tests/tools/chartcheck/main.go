@@ -425,7 +425,7 @@ func checkBinding(p *problems, kind string, ref rbacv1.RoleRef, roleKind, roleNa
 func checkRules(p *problems, rules []rbacv1.PolicyRule, rayAuthSecrets bool) {
 	want := map[string][]string{
 		"ray.io/rayclusters":              {"create", "delete", "get", "list", "patch", "watch"},
-		"ray.io/rayjobs":                  {"get", "list", "watch"},
+		"ray.io/rayjobs":                  {"get", "list", "patch", "watch"},
 		"scheduling.volcano.sh/podgroups": {"create", "delete", "get", "list", "patch", "watch"},
 		"coordination.k8s.io/leases":      {"create", "delete", "list", "patch"},
 		"/pods":                           {"get", "list", "watch"},

@@ -1,0 +1,74 @@
+//! A job whose shared cluster cannot be made at first (a ResourceQuota on RayClusters, as a
+//! platform team sets them): KubeRay retries the missing cluster after a delay that doubles
+//! with each miss, so by the time the quota frees it may look again only minutes later.
+//! rayshare wakes the job when it makes the cluster, and KubeRay starts it at once.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::harness::*;
+use crate::shared_clusters::*;
+use crate::world::*;
+
+/// KubeRay's misses before the quota frees: its next look is then about 80 s away
+/// (5 ms doubling per miss: the 14th waits 5 ms x 2^13 = 41 s, counted from 41 s in).
+const MISSES: usize = 14;
+
+#[tokio::test]
+async fn a_job_that_waited_for_its_cluster_starts_once_it_is_made() {
+    let env = TestEnv::new("kr-wake", DEFAULT_CONFIG, 1).await;
+    let kuberay = KubeRay::start(&env.name, &[&env.ns], &KubeRayOptions::default()).await;
+    let quota = |clusters: u32| {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "rayclusters", "namespace": env.ns},
+            "spec": {"hard": {"count/rayclusters.ray.io": clusters.to_string()}}})
+    };
+    apply(&env.admin, &quota(0)).await;
+    wait_until_ray_clusters_refused(&env, "the quota").await;
+
+    let (file, job, _) = JOBS[0];
+    let cluster = selected(&create_job(&env, file, job).await).unwrap();
+    let misses = || kuberay.log_text().matches("RayCluster not found").count();
+    wait_for_within(
+        SLOW,
+        "KubeRay to miss the cluster again and again",
+        || async { (misses() >= MISSES).then_some(()) },
+    )
+    .await;
+    assert!(ray_clusters(&env).await.is_empty());
+
+    let quotas: Api<ResourceQuota> = Api::namespaced(env.admin.clone(), &env.ns);
+    let params = PatchParams::default();
+    quotas
+        .patch("rayclusters", &params, &Patch::Merge(quota(10)))
+        .await
+        .unwrap();
+    let freed = Instant::now();
+    let status = wait_for_within(SLOW, "the job to leave Initializing", || async {
+        let status = ray_job(&env, job).await["status"].clone();
+        let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
+        (!["", "New", "Initializing"].contains(&state)).then_some(status)
+    })
+    .await;
+    let waited = freed.elapsed();
+    eprintln!(
+        "[kr-wake] {job}: started {waited:?} after the quota freed ({} misses by KubeRay)",
+        misses()
+    );
+    assert_eq!(status["rayClusterName"], json!(cluster), "{status}");
+    let stored = ray_job(&env, job).await;
+    assert!(
+        stored["metadata"]["annotations"]["rayshare.io/cluster-made"].is_string(),
+        "the job was not woken: {}",
+        stored["metadata"]
+    );
+    // rayshare tries the cluster again within 10 s, KubeRay brings it up in a few: far
+    // sooner than KubeRay's own next look, about 40 s after the quota freed.
+    assert!(
+        waited < Duration::from_secs(30),
+        "the job started {waited:?} after the quota freed"
+    );
+}
