@@ -1,4 +1,4 @@
-//! End-to-end tests through a real kube-apiserver (see harness.rs).
+//! End-to-end tests through a real kube-apiserver (see harness/mod.rs).
 
 mod admission;
 mod chart;

@@ -5,7 +5,7 @@
 //! (tests/kuberay/world.rs, without its kube-scheduler stand-in for Volcano). A test binary
 //! of its own: the other worlds keep the stand-in.
 
-#[path = "../e2e/harness.rs"]
+#[path = "../e2e/harness/mod.rs"]
 #[allow(dead_code)] // shared with the e2e tests, which use all of it
 mod harness;
 #[path = "../kuberay/world.rs"]
