@@ -5,6 +5,9 @@
 //!   1), API calls on RayClusters per job. With RAYSHARE_OLD_BIN (a build of commit
 //!   a8d52f7 or earlier, which made clusters at admission) the same bursts for that build,
 //!   side by side.
+//! - RayJobs to a ready cluster through the real KubeRay operator (issue 31): 50 jobs,
+//!   the time until KubeRay moves each past Initializing, with rayshare's shared clusters
+//!   and without (KubeRay's own cluster per job, in a namespace rayshare does not serve).
 //! - A multi-host slice: 256 worker pods of one `numOfHosts: 4` group (64 replicas)
 //!   created at once, alternating between two rayshare replicas; the time until every pod is
 //!   admitted with its indices, duplicate slots (must be 0), API calls on Leases per pod.
@@ -28,7 +31,7 @@
 #[path = "../load/cluster.rs"]
 #[allow(dead_code)]
 mod cluster;
-#[path = "../../tests/e2e/harness.rs"]
+#[path = "../../tests/e2e/harness/mod.rs"]
 #[allow(dead_code)]
 mod harness;
 #[path = "../../tests/volcano/cluster.rs"]
@@ -38,6 +41,7 @@ mod volcano;
 #[allow(dead_code)]
 mod world;
 
+mod cluster_ready;
 mod ray_jobs;
 mod slice;
 mod volcano_pods;
@@ -145,7 +149,7 @@ fn main() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
-    // RAYSHARE_BURSTS=slice (or rayjobs, volcano; comma-separated) runs only those.
+    // RAYSHARE_BURSTS=slice (or rayjobs, ready, volcano; comma-separated) runs only those.
     let only = std::env::var("RAYSHARE_BURSTS").ok();
     let wanted = |part: &str| {
         only.as_deref()
@@ -154,6 +158,9 @@ fn main() {
     let mut out = Vec::new();
     if wanted("rayjobs") {
         out.extend(rt.block_on(ray_jobs::table()));
+    }
+    if wanted("ready") {
+        out.extend(rt.block_on(cluster_ready::table()));
     }
     if wanted("slice") {
         out.extend([

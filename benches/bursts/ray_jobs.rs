@@ -65,7 +65,8 @@ impl Seen {
         self.seen.lock().unwrap().clone()
     }
 }
-fn job(i: usize) -> Value {
+/// Job `i` of the bursts: one of CONFIGS images, its own run.
+pub fn job(i: usize) -> Value {
     let mut job = sample("rayjob-run-a.yaml");
     job["metadata"]["name"] = json!(format!("burst-{i}"));
     let head =
