@@ -1,16 +1,20 @@
 //! `rayshare drain`, for uninstalling: deletes the shared clusters no job uses at once,
-//! the busy ones as their jobs end (up to a bound), and the index claims, so nothing
-//! rayshare made for workloads is left holding nodes. Run it after `helm uninstall`:
+//! the busy ones as their jobs end (up to a bound), the index claims, and the PodGroups
+//! never taken up (or gives them to their pod), so nothing rayshare made for workloads is
+//! left holding nodes or queue capacity. Run it after `helm uninstall`:
 //! while rayshare runs, it makes a cluster again for every new job.
 
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::json;
 
 use crate::domain::drain::{self, Plan};
 use crate::domain::labels;
 use crate::status::{Scope, status};
-use crate::world::kube::{lease_resource, ray_cluster_resource};
+use crate::world::kube::{lease_resource, pod_group_resource, ray_cluster_resource};
 
 /// How a drain ended.
 #[derive(Debug, PartialEq)]
@@ -43,7 +47,7 @@ pub async fn run(
         first = false;
         if plan.done() {
             println!(
-                "drained: no shared cluster, index claim or job of rayshare's is left running"
+                "drained: no shared cluster, index claim, ownerless PodGroup or job of rayshare's is left running"
             );
             return Ok(Outcome::Drained);
         }
@@ -90,6 +94,47 @@ async fn act(client: &kube::Client, plan: &Plan, tell_stranded: bool) -> Result<
         )
         .await?;
         println!("deleted: index claims in {ns}");
+    }
+    for ((ns, group), pod) in &plan.groups {
+        settle_group(client, ns, group, pod).await?;
+    }
+    Ok(())
+}
+
+/// A PodGroup never taken up: given to its pod when that pod still names it (the garbage
+/// collector then deletes it with the pod, as the group provisioner would have arranged),
+/// deleted when the pod is gone.
+async fn settle_group(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    pod_name: &str,
+) -> Result<(), kube::Error> {
+    let groups: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &pod_group_resource());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = match pod_name {
+        "" => None,
+        name => pods.get_opt(name).await?,
+    };
+    let names_group =
+        |p: &Pod| p.annotations().get(labels::GROUP_NAME).map(String::as_str) == Some(group);
+    match pod.filter(names_group) {
+        Some(pod) => {
+            let owner = json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": pod.name_any(),
+                "uid": pod.uid().unwrap_or_default(),
+            }]}});
+            groups
+                .patch(group, &PatchParams::default(), &Patch::Merge(&owner))
+                .await?;
+            println!("kept: podgroup {ns}/{group} now goes with pod {ns}/{pod_name}");
+        }
+        None => match groups.delete(group, &DeleteParams::background()).await {
+            Ok(_) => println!("deleted: podgroup {ns}/{group} (its pod is gone)"),
+            Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
+            Err(e) => return Err(e),
+        },
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! their jobs, from what `status` summarized (pure: the shell deletes and waits).
 //!
 //! Shared clusters have no owner, so nothing removes them once rayshare is gone; index
-//! claims and not-taken-up PodGroups are read by nothing once it is gone.
+//! claims are read by nothing once it is gone, and a PodGroup made at admission has no
+//! owner until the group provisioner takes it up.
 
 use serde::Serialize;
 
@@ -22,6 +23,9 @@ pub struct Plan {
     pub stranded: Vec<Key>,
     /// Namespaces with index claims to delete.
     pub claims: Vec<String>,
+    /// PodGroups made at admission and never taken up (no owner: nothing deletes them),
+    /// with the pod each was made for: deleted when that pod is gone, else given to it.
+    pub groups: Vec<(Key, String)>,
 }
 
 impl Plan {
@@ -50,6 +54,9 @@ pub fn plan(status: &Status, force: bool) -> Plan {
         if !namespace.index_claims.is_empty() {
             plan.claims.push(ns.clone());
         }
+        let unowned = namespace.pod_groups.iter().filter(|g| !g.owned);
+        plan.groups
+            .extend(unowned.map(|g| ((ns.clone(), g.name.clone()), g.pod.clone())));
     }
     plan
 }
@@ -59,7 +66,7 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
-    use crate::domain::status::{Claim, Cluster, Namespace};
+    use crate::domain::status::{Claim, Cluster, Namespace, PodGroup};
 
     fn cluster(name: &str, state: &str, jobs: &[&str]) -> Cluster {
         Cluster {
@@ -83,9 +90,18 @@ mod tests {
             host: "0".into(),
             age_seconds: None,
         };
+        let group = |name: &str, owned: bool| PodGroup {
+            name: name.into(),
+            pod: format!("pod-{name}"),
+            owned,
+            queue: String::new(),
+            priority_class: String::new(),
+            min_member: 1,
+            phase: String::new(),
+        };
         let namespace = Namespace {
             clusters,
-            pod_groups: Vec::new(),
+            pod_groups: vec![group("taken-up", true), group("made-at-admission", false)],
             index_claims: (0..claims).map(|_| claim()).collect(),
         };
         Status {
@@ -121,6 +137,15 @@ mod tests {
             stranded.iter().map(|n| key(n)).collect::<Vec<_>>()
         );
         assert_eq!(p.done(), busy.is_empty());
+    }
+
+    #[test]
+    fn only_groups_without_an_owner_are_the_drains() {
+        let groups = plan(&status(vec![], 0), false).groups;
+        assert_eq!(
+            groups,
+            vec![(key("made-at-admission"), "pod-made-at-admission".into())]
+        );
     }
 
     #[test]

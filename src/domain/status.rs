@@ -64,6 +64,9 @@ pub struct WorkerGroup {
 pub struct PodGroup {
     pub name: String,
     pub pod: String,
+    /// Whether it has an owner (taken up by the group provisioner: it goes with its pod
+    /// or the pod's owner); a group made at admission has none until then.
+    pub owned: bool,
     pub queue: String,
     pub priority_class: String,
     pub min_member: u64,
@@ -222,6 +225,9 @@ pub fn summarize(listed: &Listed, default_ttl: u64, now: Timestamp) -> Status {
             pod: labels::get(g, Meta::Labels, labels::FOR_POD)
                 .unwrap_or("")
                 .into(),
+            owned: g["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|o| !o.is_empty()),
             queue: text(&g["spec"]["queue"]),
             priority_class: text(&g["spec"]["priorityClassName"]),
             min_member: g["spec"]["minMember"].as_u64().unwrap_or(0),

@@ -1,5 +1,6 @@
 //! `rayshare drain` after an uninstall (issue 31): idle shared clusters go at once, a busy
-//! one once its job ends, index claims with them; nothing of rayshare's is left.
+//! one once its job ends, index claims with them, PodGroups never taken up go or go with
+//! their pod; nothing of rayshare's is left.
 
 use std::process::Stdio;
 
@@ -54,8 +55,28 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
         )
         .await
         .unwrap();
+    // Two PodGroups made at admission and never taken up (no owner): one whose pod is
+    // gone, one whose pod still names it.
+    let groups = env.api(&pod_group_resource(), &env.ns);
+    for name in ["pg-gone", "pg-kept"] {
+        let group = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "rayshare",
+                "rayshare.io/pod": format!("task-{name}")}},
+            "spec": {"minMember": 1}});
+        groups
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(group).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
     // Uninstalled: the webhook and its reconcilers are gone.
     env.instances[0].stop();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "task-pg-kept", "annotations": {"scheduling.k8s.io/group-name": "pg-kept"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let pod = create_in(&env.admin, &env.ns, pod, false).await;
 
     let mut drain = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
         .args(["drain", "--kubeconfig"])
@@ -82,6 +103,22 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
             .then_some(())
     })
     .await;
+    wait_for("the group whose pod is gone to go", || async {
+        groups
+            .get_opt("pg-gone")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let kept = groups.get("pg-kept").await.unwrap();
+    let owners = kept.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (owners[0].kind.as_str(), Some(owners[0].uid.as_str())),
+        ("Pod", pod["metadata"]["uid"].as_str())
+    );
     assert!(
         clusters.get_opt(&made[1]).await.unwrap().is_some(),
         "a cluster whose job runs was deleted"

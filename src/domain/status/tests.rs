@@ -151,6 +151,7 @@ fn groups_and_claims_are_listed_in_order() {
         PodGroup {
             name: "pg-b".into(),
             pod: "task-b".into(),
+            owned: false,
             queue: "gpu".into(),
             priority_class: "high".into(),
             min_member: 1,
