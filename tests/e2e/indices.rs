@@ -213,17 +213,17 @@ fn refused_worker(cluster: &str, group: &str) -> Pod {
     pod
 }
 
-#[tokio::test]
-async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
-    const SLICE_REPLICAS: u32 = 4;
+/// A slice of `replicas` replicas whose burst has refused pods at `refused_at`: every
+/// replica complete, the refused pods' claims taken over.
+async fn slice_with_refused_pods(name: &str, replicas: u32, refused_at: &[usize]) {
     let config =
         "admissionTimeoutMs: 15000\nindices:\n  claimTimeoutMs: 15000\n  claimTakeoverMs: 1000\n";
-    let env = TestEnv::new("index-gaps", config, 1).await;
+    let env = TestEnv::new(name, config, 1).await;
     let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "slice", "namespace": env.ns},
         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
                  "workerGroupSpecs": [
-                    {"groupName": "a", "replicas": SLICE_REPLICAS, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
+                    {"groupName": "a", "replicas": replicas, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
     apply(&env.admin, &cluster).await;
     let pods = Api::<Pod>::namespaced(env.admin.clone(), &env.ns);
     // A refused pod made a claim once the instance knows the cluster.
@@ -238,8 +238,7 @@ async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
     .await;
 
     // KubeRay's burst for the slice, with refused creates among it.
-    let refused_at = [0, 3, 6, 9, 12, 15];
-    let real = (SLICE_REPLICAS * HOSTS) as usize;
+    let real = (replicas * HOSTS) as usize;
     let results = futures::future::join_all((0..real + refused_at.len()).map(|i| {
         let refused = refused_at.contains(&i);
         let pod = if refused {
@@ -256,7 +255,7 @@ async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
     }
     // Every replica complete: the real pods fill exactly the slice's slots.
     let taken = slots(&pods, "a").await;
-    assert_each_pair_once(&taken, SLICE_REPLICAS);
+    assert_each_pair_once(&taken, replicas);
     // By taking over the refused pods' claims, and saying so.
     let metrics = env.instances[0].metrics().await;
     let taken_over = metrics
@@ -264,6 +263,18 @@ async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
         .find_map(|l| l.strip_prefix("rayshare_objects_deleted_total{kind=\"IndexClaim\"} "))
         .and_then(|n| n.parse::<u32>().ok());
     assert!(taken_over.is_some_and(|n| n > 0), "{metrics}");
+}
+
+#[tokio::test]
+async fn claims_whose_pods_never_come_leave_no_gap_in_a_slice() {
+    // A small group: claims host by host.
+    slice_with_refused_pods("index-gaps", 4, &[0, 3, 6, 9, 12, 15]).await;
+}
+
+#[tokio::test]
+async fn claims_whose_pods_never_come_leave_no_gap_in_a_big_slice() {
+    // A group of block claims (8 replicas and more), refused pods among the first ones.
+    slice_with_refused_pods("index-gaps-big", 12, &[0, 3, 6, 9, 12, 15, 30, 45]).await;
 }
 
 fn rayshare_claims() -> kube::core::ApiResource {

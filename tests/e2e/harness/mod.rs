@@ -56,10 +56,15 @@ mod ports;
 pub use ports::free_port;
 
 /// The last 60 lines of a log.
+/// The last lines of a log (60, or RAYSHARE_TEST_LOG_LINES when a failure needs more).
 pub fn tail(path: &Path) -> String {
+    let keep = std::env::var("RAYSHARE_TEST_LOG_LINES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(60);
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(60)..].join("\n")
+    lines[lines.len().saturating_sub(keep)..].join("\n")
 }
 
 /// helm (built from Go modules, cached).

@@ -69,6 +69,14 @@ impl KnownClaims {
         self.waiting < making.saturating_mul(hosts.saturating_sub(1))
     }
 
+    /// Blocks of ours on their way or still handing out hosts: until they are made, and
+    /// sealed with what they handed out, the group is not known to be full (their hosts
+    /// may have gone to pods that never come).
+    pub(super) fn blocks_unsettled(&self) -> bool {
+        let now = tokio::time::Instant::now();
+        !self.making.is_empty() || self.open.iter().any(|b| b.usable(now))
+    }
+
     /// A host from the lowest open block that may still hand one out.
     pub(super) fn take_open(&mut self) -> Option<Slot> {
         let now = tokio::time::Instant::now();
@@ -136,6 +144,19 @@ mod tests {
             !known.worth_waiting(2),
             "one block on its way has one spare host"
         );
+    }
+
+    #[test]
+    fn blocks_on_their_way_or_open_leave_the_group_unsettled() {
+        let mut known = KnownClaims::default();
+        assert!(!known.blocks_unsettled());
+        known.making.insert(3, 2);
+        assert!(known.blocks_unsettled(), "a block on its way");
+        known.making.clear();
+        known.open = vec![open(1, Duration::ZERO)];
+        assert!(known.blocks_unsettled(), "a block still handing out");
+        known.open = vec![open(1, Duration::from_secs(5))];
+        assert!(!known.blocks_unsettled(), "a block past its window");
     }
 
     #[test]

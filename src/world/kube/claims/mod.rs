@@ -327,6 +327,17 @@ impl KubeWorld {
                 return Ok(Claimed { slot, taken_over });
             }
             if !settled && indices::overflows(slot, r.shape) {
+                // Our blocks on their way or still handing out may have given hosts to
+                // pods that never come: wait (without the group's lock, which their
+                // makers and sealers need) until they are made and sealed, then judge.
+                if known.blocks_unsettled() {
+                    drop(known);
+                    tokio::time::sleep(WAIT_POLL.min(remaining())).await;
+                    known = lock().await?;
+                    let at = Instant::now();
+                    known.update(self.list_claims(r, remaining()).await?, at);
+                    continue;
+                }
                 settled = true;
                 taken_over = self.settle_gaps(r, &mut known, deadline).await?;
             }
