@@ -10,7 +10,7 @@
 #[path = "e2e/harness/mod.rs"]
 #[allow(dead_code)] // shared with the e2e tests, which use all of it
 mod harness;
-#[path = "kuberay/world.rs"]
+#[path = "kuberay/world/mod.rs"]
 #[allow(dead_code)] // shared with the KubeRay tests
 mod world;
 

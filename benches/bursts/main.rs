@@ -37,7 +37,7 @@ mod harness;
 #[path = "../../tests/volcano/cluster.rs"]
 #[allow(dead_code)]
 mod volcano;
-#[path = "../../tests/kuberay/world.rs"]
+#[path = "../../tests/kuberay/world/mod.rs"]
 #[allow(dead_code)]
 mod world;
 

@@ -1,5 +1,5 @@
 //! KubeRay run with `--batch-scheduler=volcano` (Volcano's scheduler itself stands in as a
-//! kube-scheduler profile named `volcano`, see world.rs): what rayshare's default config
+//! kube-scheduler profile named `volcano`, see world/mod.rs): what rayshare's default config
 //! does, and what `sharedClusters.volcanoStandInSpec` does.
 
 use kube::ResourceExt;

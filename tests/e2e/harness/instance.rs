@@ -143,7 +143,7 @@ impl Rayshare {
 
     /// The pid of the rayshare process itself (its supervisor's only child); `None` once
     /// it has exited (the supervisor reaps it and exits too).
-    #[allow(dead_code)] // for tests/e2e/hostile.rs
+    #[allow(dead_code)] // for tests/e2e/hostile/mod.rs
     pub fn pid(&self) -> Option<u32> {
         let supervisor = self.child.id();
         std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))

@@ -4,7 +4,7 @@
 //!
 //! One control plane per test binary; each test gets its own namespaces, its own rayshare
 //! process(es) and its own webhook registration (selecting only its namespaces), so tests
-//! run in parallel without seeing each other. tests/kuberay/world.rs adds the scheduler,
+//! run in parallel without seeing each other. tests/kuberay/world/ adds the scheduler,
 //! controller-manager, kwok and KubeRay for the tests that need them.
 
 mod api;

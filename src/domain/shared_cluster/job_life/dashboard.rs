@@ -202,3 +202,6 @@ pub fn auth_token(
     }
     Ok(token)
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,10 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use futures::TryStreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
@@ -24,6 +24,9 @@ use crate::scheduling::{
     POD_UID, flyte_workflow, group_name, pod_task, priority_class, running, unschedulable,
 };
 use crate::world::*;
+
+mod bulk;
+mod orphan;
 
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const INSTANCE: &str = "rayshare.io/instance";
@@ -313,204 +316,4 @@ async fn a_generate_name_pod_is_accepted_in_rayshares_group() {
         (owner.kind.as_str(), owner.name.as_str()),
         ("Pod", name.as_str())
     );
-}
-
-/// (d) A pod refused by an admission step after the webhooks (a ResourceQuota of no pods,
-/// enforced after Volcano's webhook accepted it): the group rayshare made for it during
-/// the admission is deleted by rayshare's orphan reconciler once
-/// `unconfirmedGraceSeconds` (2 here) have passed.
-#[tokio::test]
-async fn a_group_whose_pod_was_refused_later_is_deleted_after_the_grace() {
-    const GRACE: Duration = Duration::from_secs(2);
-    let _volcano = &*VOLCANO;
-    let config = "podGroups:\n  unconfirmedGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
-    let env = TestEnv::new("ag-refused", config, 1).await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(env.admin.clone(), &env.ns);
-    let quota: ResourceQuota = serde_json::from_value(
-        json!({"metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}),
-    )
-    .unwrap();
-    quotas.create(&PostParams::default(), &quota).await.unwrap();
-    // The quota controller has counted the namespace: the refusal is the quota's own.
-    wait_for_within(SLOW, "the quota's status", || async {
-        let q = quotas.get("no-pods").await.ok()?;
-        q.status?.hard?.contains_key("pods").then_some(())
-    })
-    .await;
-    let groups = env.api(&pod_group_resource(), &env.ns);
-    let seen = Seen::watch(&groups).await;
-    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
-
-    let sent = Instant::now();
-    let refused = pods
-        .create(
-            &PostParams::default(),
-            &bare_pod("refused", "default", "100m"),
-        )
-        .await
-        .expect_err("the quota refuses the pod");
-    let answered = sent.elapsed();
-    let kube::Error::Api(e) = &refused else {
-        panic!("not the API server's refusal: {refused}");
-    };
-    assert!(
-        e.code == 403 && e.message.contains("exceeded quota"),
-        "refused by the quota (after the webhooks): {e:?}"
-    );
-    assert!(pods.get_opt("refused").await.unwrap().is_none());
-    // rayshare made its group during the refused pod's admission.
-    assert!(groups.get_opt("refused").await.unwrap().is_some());
-    let (made_at, made) = wait_for("the group's creation to be watched", || async {
-        seen.first("ADDED", "refused")
-    })
-    .await;
-    assert_eq!(
-        made.labels().get(MANAGED_BY).map(|s| s.as_str()),
-        Some("rayshare")
-    );
-    assert_eq!(made.labels().get(INSTANCE), Some(&env.name));
-    assert!(!made.annotations().contains_key(POD_UID));
-
-    let (deleted_at, _) = wait_for_within(
-        Duration::from_secs(20),
-        "the orphan reconciler to delete the refused pod's group",
-        || async { seen.first("DELETED", "refused") },
-    )
-    .await;
-    let lived = deleted_at - made_at;
-    let created = made.metadata.creation_timestamp.clone().unwrap().0;
-    eprintln!(
-        "[admission-groups] the refused pod's group lived {:.2}s (watch: ADDED -> DELETED; \
-         create answered {:.0} ms after it was sent, creationTimestamp {created}); grace {GRACE:?}, \
-         reconcile interval 1s",
-        lived.as_secs_f64(),
-        answered.as_secs_f64() * 1000.0
-    );
-    // The reconciler compares its age from creationTimestamp (whole seconds) with the
-    // grace: not deleted before a second short of it.
-    assert!(
-        lived >= GRACE - Duration::from_secs(1),
-        "deleted early: {lived:?}"
-    );
-    env.instances[0]
-        .wait_for_log("kind=\"PodGroup\" namespace=e2e-ag-refused name=refused")
-        .await;
-    let log = env.instances[0].log_text();
-    let line = log
-        .lines()
-        .find(|l| l.contains(" deleted ") && l.contains("name=refused"))
-        .expect("rayshare logged the deletion");
-    eprintln!("[admission-groups] {line}");
-    assert!(groups.get_opt("refused").await.unwrap().is_none());
-}
-
-/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
-/// webhook, each in its own rayshare group. Times are measured and printed, not asserted.
-#[tokio::test]
-async fn a_thousand_pods_at_once_each_get_their_group() {
-    const PODS: usize = 1000;
-    const IN_FLIGHT: usize = 50;
-    let _volcano = &*VOLCANO;
-    let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
-    // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
-    // thousand pods on these 2 cores (admission is what is measured).
-    open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
-    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
-
-    let started = Instant::now();
-    let results: Vec<(usize, Duration, Result<Pod, kube::Error>)> = stream::iter(0..PODS)
-        .map(|i| {
-            let pods = pods.clone();
-            async move {
-                let pod = bare_pod(&format!("bulk-{i:04}"), "ag-bulk", "1");
-                let sent = Instant::now();
-                let created = pods.create(&PostParams::default(), &pod).await;
-                (i, sent.elapsed(), created)
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
-    let all_created = started.elapsed();
-    let mut latencies: Vec<Duration> = results.iter().map(|(_, l, _)| *l).collect();
-    latencies.sort();
-    let refused: Vec<String> = results
-        .iter()
-        .filter_map(|(i, _, r)| r.as_ref().err().map(|e| format!("bulk-{i:04}: {e}")))
-        .collect();
-    let created: Vec<Pod> = results.into_iter().filter_map(|(_, _, r)| r.ok()).collect();
-    let ungrouped: Vec<String> = created
-        .iter()
-        .filter(|p| group_name(p).as_deref() != Some(p.name_any().as_str()))
-        .map(|p| p.name_any())
-        .collect();
-    let pct = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-    eprintln!(
-        "[admission-groups] {PODS} pods, {IN_FLIGHT} in flight: all answered in {:.1}s \
-         ({:.0} pods/s); create latency p50 {:?}, p90 {:?}, p99 {:?}, max {:?}; {} refused, {} \
-         without their own group",
-        all_created.as_secs_f64(),
-        PODS as f64 / all_created.as_secs_f64(),
-        pct(0.5),
-        pct(0.9),
-        pct(0.99),
-        latencies[latencies.len() - 1],
-        refused.len(),
-        ungrouped.len()
-    );
-    assert!(
-        refused.is_empty(),
-        "{} refused: {:?}",
-        refused.len(),
-        &refused[..refused.len().min(5)]
-    );
-    assert!(
-        ungrouped.is_empty(),
-        "{} without their group: {:?}",
-        ungrouped.len(),
-        &ungrouped[..ungrouped.len().min(5)]
-    );
-
-    let groups = one_group_each(&env, &created).await;
-    eprintln!(
-        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
-        started.elapsed().as_secs_f64()
-    );
-    let mut phases: BTreeMap<String, usize> = BTreeMap::new();
-    for g in &groups {
-        let phase = g.data["status"]["phase"].as_str().unwrap_or("(none)");
-        *phases.entry(phase.to_string()).or_default() += 1;
-    }
-    eprintln!("[admission-groups] the groups' phases (queue room for one pod): {phases:?}");
-    let metrics = env.instances[0].metrics().await;
-    for line in metrics.lines().filter(|l| {
-        [
-            "rayshare_objects_created_total",
-            "rayshare_objects_reused_total",
-            "rayshare_errors_total",
-            "rayshare_admission_duration_seconds_sum{kind=\"Pod\"",
-            "rayshare_admission_duration_seconds_count{kind=\"Pod\"",
-        ]
-        .iter()
-        .any(|m| l.starts_with(m))
-    }) {
-        eprintln!("[admission-groups] {line}");
-    }
-    // rayshare's warnings, by message (what the errors above were).
-    let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
-    for line in env.instances[0].log_text().lines() {
-        if let Some((_, rest)) = line.split_once(" WARN ") {
-            let what: Vec<&str> = rest
-                .split_whitespace()
-                .take_while(|w| !w.contains('='))
-                .collect();
-            let what = what.join(" ");
-            *warnings.entry(what).or_default() += 1;
-        }
-    }
-    eprintln!("[admission-groups] rayshare's warnings: {warnings:#?}");
-    // Not left for the scheduler to look at in every session of the remaining tests.
-    pods.delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
 }

@@ -1,0 +1,126 @@
+//! (e): a thousand pods created at once, each accepted in its own group; times printed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use super::{bare_pod, one_group_each};
+use crate::cluster::*;
+use crate::harness::*;
+use crate::scheduling::group_name;
+
+/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
+/// webhook, each in its own rayshare group. Times are measured and printed, not asserted.
+#[tokio::test]
+async fn a_thousand_pods_at_once_each_get_their_group() {
+    const PODS: usize = 1000;
+    const IN_FLIGHT: usize = 50;
+    let _volcano = &*VOLCANO;
+    let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
+    // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
+    // thousand pods on these 2 cores (admission is what is measured).
+    open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+
+    let started = Instant::now();
+    let results: Vec<(usize, Duration, Result<Pod, kube::Error>)> = stream::iter(0..PODS)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod = bare_pod(&format!("bulk-{i:04}"), "ag-bulk", "1");
+                let sent = Instant::now();
+                let created = pods.create(&PostParams::default(), &pod).await;
+                (i, sent.elapsed(), created)
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let all_created = started.elapsed();
+    let mut latencies: Vec<Duration> = results.iter().map(|(_, l, _)| *l).collect();
+    latencies.sort();
+    let refused: Vec<String> = results
+        .iter()
+        .filter_map(|(i, _, r)| r.as_ref().err().map(|e| format!("bulk-{i:04}: {e}")))
+        .collect();
+    let created: Vec<Pod> = results.into_iter().filter_map(|(_, _, r)| r.ok()).collect();
+    let ungrouped: Vec<String> = created
+        .iter()
+        .filter(|p| group_name(p).as_deref() != Some(p.name_any().as_str()))
+        .map(|p| p.name_any())
+        .collect();
+    let pct = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "[admission-groups] {PODS} pods, {IN_FLIGHT} in flight: all answered in {:.1}s \
+         ({:.0} pods/s); create latency p50 {:?}, p90 {:?}, p99 {:?}, max {:?}; {} refused, {} \
+         without their own group",
+        all_created.as_secs_f64(),
+        PODS as f64 / all_created.as_secs_f64(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        latencies[latencies.len() - 1],
+        refused.len(),
+        ungrouped.len()
+    );
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        &refused[..refused.len().min(5)]
+    );
+    assert!(
+        ungrouped.is_empty(),
+        "{} without their group: {:?}",
+        ungrouped.len(),
+        &ungrouped[..ungrouped.len().min(5)]
+    );
+
+    let groups = one_group_each(&env, &created).await;
+    eprintln!(
+        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
+        started.elapsed().as_secs_f64()
+    );
+    let mut phases: BTreeMap<String, usize> = BTreeMap::new();
+    for g in &groups {
+        let phase = g.data["status"]["phase"].as_str().unwrap_or("(none)");
+        *phases.entry(phase.to_string()).or_default() += 1;
+    }
+    eprintln!("[admission-groups] the groups' phases (queue room for one pod): {phases:?}");
+    let metrics = env.instances[0].metrics().await;
+    for line in metrics.lines().filter(|l| {
+        [
+            "rayshare_objects_created_total",
+            "rayshare_objects_reused_total",
+            "rayshare_errors_total",
+            "rayshare_admission_duration_seconds_sum{kind=\"Pod\"",
+            "rayshare_admission_duration_seconds_count{kind=\"Pod\"",
+        ]
+        .iter()
+        .any(|m| l.starts_with(m))
+    }) {
+        eprintln!("[admission-groups] {line}");
+    }
+    // rayshare's warnings, by message (what the errors above were).
+    let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
+    for line in env.instances[0].log_text().lines() {
+        if let Some((_, rest)) = line.split_once(" WARN ") {
+            let what: Vec<&str> = rest
+                .split_whitespace()
+                .take_while(|w| !w.contains('='))
+                .collect();
+            let what = what.join(" ");
+            *warnings.entry(what).or_default() += 1;
+        }
+    }
+    eprintln!("[admission-groups] rayshare's warnings: {warnings:#?}");
+    // Not left for the scheduler to look at in every session of the remaining tests.
+    pods.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+}
