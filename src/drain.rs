@@ -4,6 +4,7 @@
 //! left holding nodes or queue capacity. Run it after `helm uninstall`:
 //! while rayshare runs, it makes a cluster again for every new job.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -95,31 +96,38 @@ async fn act(client: &kube::Client, plan: &Plan, tell_stranded: bool) -> Result<
         .await?;
         println!("deleted: index claims in {ns}");
     }
-    for ((ns, group), pod) in &plan.groups {
-        settle_group(client, ns, group, pod).await?;
+    let namespaces: BTreeSet<&String> = plan.groups.iter().map(|((ns, _), _)| ns).collect();
+    for ns in namespaces {
+        // A pod names its group in an annotation (its own name may be generated): who
+        // names which group, read once per namespace.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let naming: BTreeMap<String, Pod> = pods
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| Some((p.annotations().get(labels::GROUP_NAME)?.clone(), p)))
+            .collect();
+        for ((_, group), _) in plan.groups.iter().filter(|((n, _), _)| n == ns) {
+            settle_group(client, ns, group, naming.get(group)).await?;
+        }
     }
     Ok(())
 }
 
-/// A PodGroup never taken up: given to its pod when that pod still names it (the garbage
-/// collector then deletes it with the pod, as the group provisioner would have arranged),
-/// deleted when the pod is gone.
+/// A PodGroup never taken up: given to the pod that names it (the garbage collector then
+/// deletes it with the pod, as the group provisioner would have arranged), deleted when
+/// no pod does.
 async fn settle_group(
     client: &kube::Client,
     ns: &str,
     group: &str,
-    pod_name: &str,
+    pod: Option<&Pod>,
 ) -> Result<(), kube::Error> {
     let groups: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns, &pod_group_resource());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let pod = match pod_name {
-        "" => None,
-        name => pods.get_opt(name).await?,
-    };
-    let names_group =
-        |p: &Pod| p.annotations().get(labels::GROUP_NAME).map(String::as_str) == Some(group);
-    match pod.filter(names_group) {
+    match pod {
         Some(pod) => {
             let owner = json!({"metadata": {"ownerReferences": [{
                 "apiVersion": "v1", "kind": "Pod", "name": pod.name_any(),
@@ -128,10 +136,13 @@ async fn settle_group(
             groups
                 .patch(group, &PatchParams::default(), &Patch::Merge(&owner))
                 .await?;
-            println!("kept: podgroup {ns}/{group} now goes with pod {ns}/{pod_name}");
+            println!(
+                "kept: podgroup {ns}/{group} now goes with pod {ns}/{}",
+                pod.name_any()
+            );
         }
         None => match groups.delete(group, &DeleteParams::background()).await {
-            Ok(_) => println!("deleted: podgroup {ns}/{group} (its pod is gone)"),
+            Ok(_) => println!("deleted: podgroup {ns}/{group} (no pod names it)"),
             Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
             Err(e) => return Err(e),
         },

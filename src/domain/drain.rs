@@ -24,7 +24,8 @@ pub struct Plan {
     /// Namespaces with index claims to delete.
     pub claims: Vec<String>,
     /// PodGroups made at admission and never taken up (no owner: nothing deletes them),
-    /// with the pod each was made for: deleted when that pod is gone, else given to it.
+    /// with the pod (or name prefix) each was made for: given to the pod that names it,
+    /// deleted when none does.
     pub groups: Vec<(Key, String)>,
 }
 

@@ -55,8 +55,8 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
         )
         .await
         .unwrap();
-    // Two PodGroups made at admission and never taken up (no owner): one whose pod is
-    // gone, one whose pod still names it.
+    // Two PodGroups made at admission and never taken up (no owner): one no pod names any
+    // more, one whose pod still names it.
     let groups = env.api(&pod_group_resource(), &env.ns);
     for name in ["pg-gone", "pg-kept"] {
         let group = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -74,7 +74,8 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
     // Uninstalled: the webhook and its reconcilers are gone.
     env.instances[0].stop();
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "task-pg-kept", "annotations": {"scheduling.k8s.io/group-name": "pg-kept"}},
+        // A generated name: the group's label holds only its prefix.
+        "metadata": {"generateName": "task-pg-kept-", "annotations": {"scheduling.k8s.io/group-name": "pg-kept"}},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
     let pod = create_in(&env.admin, &env.ns, pod, false).await;
 
