@@ -25,8 +25,9 @@ use crate::domain::events::{self, Event, ObjectRef, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::reclaim;
-use crate::domain::shared_cluster::cluster_for_job;
+use crate::domain::shared_cluster::provision::Refusal;
 use crate::domain::shared_cluster::provision::{jobs_to_wake, wake_patch};
+use crate::domain::shared_cluster::provision_step::{Seen, Step, step};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource, ray_job_resource};
 
@@ -133,45 +134,27 @@ async fn look(
     made: &mut HashMap<Key, Instant>,
 ) -> Result<(), Failure> {
     let jobs = active_jobs(world, key);
-    if jobs.is_empty() {
-        stamp_last_active(world, config, metrics, key).await;
-        return Ok(());
-    }
-    let reclaim_cfg = &config.reclaim;
-    let wanted_ttl = jobs
-        .iter()
-        .filter_map(|j| {
-            reclaim::job_ttl(
-                j,
-                &reclaim_cfg.ttl_annotation,
-                reclaim_cfg.max_idle_ttl_seconds,
-            )
-        })
-        .max();
     let (ns, name) = key;
-    match world.cached_cluster(ns, name) {
-        Some(cluster) => {
-            let info = ClusterInfo::from_value(
-                &serde_json::to_value(cluster.as_ref()).unwrap_or_default(),
-            );
-            // Being deleted: its Delete event brings us back to make it again.
-            if info.deleting || !info.managed_by_rayshare {
-                return Ok(());
-            }
-            let newest = jobs
-                .iter()
-                .filter_map(created)
-                .max()
-                .unwrap_or_else(Timestamp::now);
-            if let Some(patch) =
-                reclaim::refresh(&info, newest, wanted_ttl, reclaim_cfg.idle_ttl_seconds)
-            {
-                stamp(world, config, metrics, key, &patch).await;
-            }
-        }
-        None if made.contains_key(key) => {}
-        None => {
-            if make(world, config, metrics, key, &jobs, wanted_ttl).await? {
+    let cluster = world
+        .cached_cluster(ns, name)
+        .map(|c| ClusterInfo::from_value(&serde_json::to_value(c.as_ref()).unwrap_or_default()));
+    let seen = Seen {
+        jobs: &jobs,
+        cluster: cluster.as_ref(),
+        went_idle: world.went_idle(ns, name),
+        made_recently: made.contains_key(key),
+    };
+    match step(&seen, config, Timestamp::now()) {
+        Step::Nothing => {}
+        Step::Stamp(patch) => stamp(world, config, metrics, key, &patch).await,
+        Step::Refused(refused) => tell_refused(world, metrics, name, &refused),
+        Step::Make {
+            cluster,
+            first_job,
+            refused,
+        } => {
+            tell_refused(world, metrics, name, &refused);
+            if make(world, config, metrics, key, &jobs, cluster, &first_job).await? {
                 made.insert(key.clone(), Instant::now());
             }
         }
@@ -179,65 +162,32 @@ async fn look(
     Ok(())
 }
 
-/// The cluster's last active job just ended or went: its idle clock starts now, not at
-/// that job's admission.
-async fn stamp_last_active(world: &KubeWorld, config: &Config, metrics: &Metrics, key: &Key) {
-    let (ns, name) = key;
-    let Some(went) = world.went_idle(ns, name) else {
-        return;
-    };
-    let Some(cluster) = world.cached_cluster(ns, name) else {
-        return;
-    };
-    let info = ClusterInfo::from_value(&serde_json::to_value(cluster.as_ref()).unwrap_or_default());
-    if let Some(patch) = reclaim::went_idle(&info, went) {
-        stamp(world, config, metrics, key, &patch).await;
+/// Each job whose spec may not have the cluster made hears why.
+fn tell_refused(world: &KubeWorld, metrics: &Metrics, cluster: &str, refused: &[(Value, Refusal)]) {
+    for (job, why) in refused {
+        let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
+        tracing::warn!(job = job_name, cluster, %why, "no shared cluster for this stored RayJob");
+        metrics.error(Cause::ProvisionRefused);
+        tell_jobs(
+            world,
+            std::slice::from_ref(job),
+            cluster,
+            &format!("this RayJob: {why}"),
+        );
     }
 }
 
-/// Creates the cluster from the first job whose spec matches its selector: whether it
-/// exists now (`false`: no job may have it made); `Err` when the API server refused or
-/// did not answer (retried with backoff).
+/// Creates the cluster: whether it exists now; `Err` when the API server refused or did
+/// not answer (retried with backoff).
 async fn make(
     world: &KubeWorld,
     config: &Config,
     metrics: &Metrics,
     (ns, name): &Key,
     jobs: &[Value],
-    wanted_ttl: Option<u64>,
+    cluster: Value,
+    first_job: &str,
 ) -> Result<bool, Failure> {
-    let mut cluster = None;
-    let mut first_job = "";
-    for job in jobs {
-        match cluster_for_job(job, &config.shared_clusters) {
-            Ok(c) => {
-                cluster = Some(c);
-                first_job = job["metadata"]["name"].as_str().unwrap_or_default();
-                break;
-            }
-            Err(why) => {
-                let job_name = job["metadata"]["name"].as_str().unwrap_or_default();
-                tracing::warn!(namespace = %ns, job = job_name, cluster = %name, %why, "no shared cluster for this stored RayJob");
-                metrics.error(Cause::ProvisionRefused);
-                tell_jobs(
-                    world,
-                    std::slice::from_ref(job),
-                    name,
-                    &format!("this RayJob: {why}"),
-                );
-            }
-        }
-    }
-    let Some(mut cluster) = cluster else {
-        return Ok(false);
-    };
-    let ttl = wanted_ttl.unwrap_or(config.reclaim.idle_ttl_seconds);
-    labels::set(
-        &mut cluster,
-        Meta::Annotations,
-        labels::IDLE_TTL,
-        &ttl.to_string(),
-    );
     let digest = labels::get(&cluster, Meta::Annotations, labels::CONFIG_DIGEST)
         .unwrap_or_default()
         .to_string();

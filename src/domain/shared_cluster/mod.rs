@@ -8,6 +8,7 @@ pub mod identity;
 pub mod job_life;
 pub mod kuberay_yaml;
 pub mod provision;
+pub mod provision_step;
 pub mod runtime_env;
 
 use serde_json::{Map, Value, json};
