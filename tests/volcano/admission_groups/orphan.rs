@@ -56,8 +56,9 @@ async fn a_group_whose_pod_was_refused_later_is_deleted_after_the_grace() {
         "refused by the quota (after the webhooks): {e:?}"
     );
     assert!(pods.get_opt("refused").await.unwrap().is_none());
-    // rayshare made its group during the refused pod's admission.
-    assert!(groups.get_opt("refused").await.unwrap().is_some());
+    // rayshare made its group during the refused pod's admission (the watch started
+    // before the create: reading the group now would race the grace when the refusal
+    // was answered slowly).
     let (made_at, made) = wait_for("the group's creation to be watched", || async {
         seen.first("ADDED", "refused")
     })
