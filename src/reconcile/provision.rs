@@ -27,7 +27,7 @@ use crate::domain::labels::Meta;
 use crate::domain::reclaim;
 use crate::domain::shared_cluster::provision::Refusal;
 use crate::domain::shared_cluster::provision::{jobs_to_wake, wake_patch};
-use crate::domain::shared_cluster::provision_step::{Seen, Step, step};
+use crate::domain::shared_cluster::provision_step::{Seen, Step, created, step};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, ray_cluster_resource, ray_job_resource};
 
@@ -120,10 +120,6 @@ fn active_jobs(world: &KubeWorld, (ns, name): &Key) -> Vec<Value> {
         .collect();
     jobs.sort_by_key(created);
     jobs
-}
-
-fn created(job: &Value) -> Option<Timestamp> {
-    crate::domain::time::parse_time(&job["metadata"]["creationTimestamp"])
 }
 
 async fn look(

@@ -102,7 +102,8 @@ fn make(jobs: &[Value], config: &Config, wanted_ttl: Option<u64>) -> Step {
     Step::Refused(refused)
 }
 
-fn created(job: &Value) -> Option<Timestamp> {
+/// A job's creation time (the provisioner looks at a cluster's jobs oldest first).
+pub fn created(job: &Value) -> Option<Timestamp> {
     parse_time(&job["metadata"]["creationTimestamp"])
 }
 

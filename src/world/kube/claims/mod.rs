@@ -330,12 +330,11 @@ impl KubeWorld {
                 // Our blocks on their way or still handing out may have given hosts to
                 // pods that never come: wait (without the group's lock, which their
                 // makers and sealers need) until they are made and sealed, then judge.
+                // No list meanwhile: once they settle, the judging lists afresh.
                 if known.blocks_unsettled() {
                     drop(known);
                     tokio::time::sleep(WAIT_POLL.min(remaining())).await;
                     known = lock().await?;
-                    let at = Instant::now();
-                    known.update(self.list_claims(r, remaining()).await?, at);
                     continue;
                 }
                 settled = true;
