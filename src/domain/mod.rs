@@ -7,6 +7,7 @@ pub mod events;
 pub mod indices;
 pub mod labels;
 pub(crate) mod naming;
+pub mod orphans;
 pub mod pod_group;
 pub mod pool;
 pub mod quantity;

@@ -3,7 +3,6 @@
 //! that keeps jobs from being stranded).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -12,20 +11,13 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use super::{for_each_page, is_conflict, is_not_found, list_metadata};
 use crate::cause::Cause;
 use crate::config::Config;
-use crate::domain::cluster::ClusterInfo;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
-use crate::domain::reclaim::{self, Decision, Step};
-use crate::domain::{labels, pool};
+use crate::domain::labels;
+use crate::domain::reclaim::Decision;
+use crate::domain::reclaim::sweep::{self, Act, ClusterKey, Look, Usage};
 use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
 use crate::world::kube::events::EventSink;
 use crate::world::kube::{ray_cluster_resource, ray_job_resource};
-
-/// Per cluster: active jobs and when the last one ended.
-#[derive(Default)]
-struct Usage {
-    active: usize,
-    last_end: Option<Timestamp>,
-}
 
 /// One pass; the runner retries a failed one with backoff.
 pub async fn pass(
@@ -34,7 +26,6 @@ pub async fn pass(
     metrics: &Metrics,
     events: Option<&EventSink>,
 ) -> Result<(), kube::Error> {
-    let cfg = &config.reclaim;
     let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ray_cluster_resource());
     // This installation's clusters only (another installation reclaims its own).
     let selector = format!(
@@ -47,23 +38,10 @@ pub async fn pass(
     );
     let clusters_list = list_metadata(&clusters, ListParams::default().labels(&selector)).await?;
     let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
-    let mut usage: HashMap<(String, String), Usage> = HashMap::new();
+    let mut usage: HashMap<ClusterKey, Usage> = HashMap::new();
     let job_params = ListParams::default().labels(labels::JOB_CLUSTER);
     let count = |job: DynamicObject| {
-        let job = serde_json::to_value(job).unwrap_or_default();
-        let Some(cluster) = labels::selected_cluster(&job) else {
-            return;
-        };
-        let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();
-        let u = usage
-            .entry((ns.to_string(), cluster.to_string()))
-            .or_default();
-        if reclaim::is_terminal(&job) {
-            let end = crate::domain::time::parse_time(&job["status"]["endTime"]);
-            u.last_end = u.last_end.max(end);
-        } else {
-            u.active += 1;
-        }
+        sweep::count(&mut usage, &serde_json::to_value(job).unwrap_or_default());
     };
     let jobs = &jobs;
     for_each_page(job_params, |p| async move { jobs.list(&p).await }, count).await?;
@@ -73,135 +51,22 @@ pub async fn pass(
     let mut active_jobs = Vec::new();
     for cluster in clusters_list {
         let meta = &cluster.metadata;
-        let (Some(ns), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
-            continue;
-        };
-        if !cfg.namespaces.is_empty() && !cfg.namespaces.contains(&ns) {
-            continue;
-        }
-        let annotations = meta.annotations.clone().unwrap_or_default();
-        let u = usage
-            .remove(&(ns.clone(), name.clone()))
-            .unwrap_or_default();
-        let info = ClusterInfo::from_value(&serde_json::json!({ "metadata": meta }));
-        let since = reclaim::idle_since(&info, u.last_end).unwrap_or(now);
-        let ttl = reclaim::ttl(
-            annotations.get(labels::IDLE_TTL).map(String::as_str),
-            cfg.idle_ttl_seconds,
+        let key = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
         );
-        let decision = reclaim::decide(u.active, since, ttl, now);
-        *states.entry(decision.state()).or_default() += 1;
-        active_jobs.push((
-            ClusterLabels {
-                cluster_namespace: ns.clone(),
-                cluster: name.clone(),
-            },
-            u.active as i64,
-        ));
-        if meta.deletion_timestamp.is_some() {
+        let used = usage.remove(&key).unwrap_or_default();
+        let Some(look) = sweep::judge(meta, used, &config.reclaim, now) else {
             continue;
-        }
-        let marked = annotations
-            .get(labels::RECLAIM_MARKED)
-            .and_then(|t| t.parse().ok());
-        let quiet = Duration::from_secs(cfg.quiet_seconds);
-        let step = reclaim::step(&decision, marked, quiet, now);
-        let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
-        let glance = pool::labels(
-            digest,
-            u.active,
-            info.last_admitted.max(info.created),
-            &decision,
-            now,
-        );
-        let label_patch = pool::label_patch(&meta.labels.clone().unwrap_or_default(), &glance);
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &ns, &ray_cluster_resource());
-        if step == Step::Keep {
-            if let Some(l) = label_patch.filter(|_| !cfg.dry_run) {
-                let patch = serde_json::json!({ "metadata": { "labels": l } });
-                if let Err(e) = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    tracing::debug!(namespace = %ns, cluster = %name, error = %e, "cannot update the pool labels");
-                }
-            }
-            continue;
-        }
-        let reason = match decision {
-            Decision::Reclaim { idle_for } => format!(
-                "no active RayJob for {}s (TTL {}s)",
-                idle_for.as_secs(),
-                ttl.as_secs()
-            ),
-            _ => "in use again".into(),
         };
-        if cfg.dry_run {
-            tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim (dry run): nothing done");
-            continue;
-        }
-        let result = match step {
-            Step::Delete => {
-                // The resourceVersion we judged by: the provisioner lifting the mark for a
-                // job stored meanwhile makes this fail.
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: meta.uid.clone(),
-                        resource_version: meta.resource_version.clone(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                api.delete(&name, &params).await.map(|_| ())
-            }
-            _ => {
-                let mark = (step == Step::Mark).then(|| now.to_string());
-                let patch = serde_json::json!({ "metadata": {
-                    "resourceVersion": meta.resource_version,
-                    "annotations": { labels::RECLAIM_MARKED: mark },
-                    "labels": label_patch.unwrap_or_default(),
-                }});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|_| ())
-            }
+        *states.entry(look.decision.state()).or_default() += 1;
+        let (cluster_namespace, cluster) = look.key.clone();
+        let series = ClusterLabels {
+            cluster_namespace,
+            cluster,
         };
-        match result {
-            Ok(()) if step == Step::Delete => {
-                tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
-                if let (Some(sink), Decision::Reclaim { idle_for }, Some(uid)) =
-                    (events, &decision, meta.uid.clone())
-                {
-                    sink.record(Event {
-                        regarding: Regarding::Stored(ObjectRef {
-                            api_version: "ray.io/v1".into(),
-                            kind: "RayCluster".into(),
-                            namespace: ns.clone(),
-                            name: name.clone(),
-                            uid,
-                        }),
-                        warning: false,
-                        reason: "Reclaimed",
-                        action: "Reclaim",
-                        note: events::cluster_reclaimed(*idle_for, ttl),
-                    });
-                }
-                metrics
-                    .deleted
-                    .get_or_create(&KindLabel { kind: "RayCluster" })
-                    .inc();
-            }
-            Ok(()) => {
-                tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim mark changed");
-            }
-            Err(e) if is_conflict(&e) || is_not_found(&e) => {
-                tracing::info!(namespace = %ns, cluster = %name, ?step, "not done: the cluster changed (a job was stored) or is gone");
-            }
-            Err(e) => {
-                tracing::warn!(namespace = %ns, cluster = %name, error = %e, ?step, "reclaim call failed");
-                metrics.error(Cause::ReconcileDelete);
-            }
-        }
+        active_jobs.push((series, look.active as i64));
+        carry_out(client, &look, metrics, events).await;
     }
     // Replaced as a whole, so a reclaimed cluster's series goes with it.
     metrics.cluster_jobs.clear();
@@ -216,4 +81,90 @@ pub async fn pass(
             .set(n);
     }
     Ok(())
+}
+
+/// Writes what the pass decided for one cluster.
+async fn carry_out(client: &Client, look: &Look, metrics: &Metrics, events: Option<&EventSink>) {
+    let (ns, name) = &look.key;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ray_cluster_resource());
+    let merge = |patch: serde_json::Value| {
+        let api = &api;
+        async move {
+            let patch = Patch::Merge(&patch);
+            api.patch(name, &PatchParams::default(), &patch)
+                .await
+                .map(|_| ())
+        }
+    };
+    let result = match &look.act {
+        Act::Nothing => return,
+        Act::DryRun(step) => {
+            let reason = look.reason();
+            tracing::info!(namespace = %ns, cluster = %name, %reason, ?step, "reclaim (dry run): nothing done");
+            return;
+        }
+        Act::Labels(l) => {
+            let patch = serde_json::json!({ "metadata": { "labels": l } });
+            if let Err(e) = merge(patch).await {
+                tracing::debug!(namespace = %ns, cluster = %name, error = %e, "cannot update the pool labels");
+            }
+            return;
+        }
+        Act::Patch(patch) => merge(patch.clone()).await,
+        Act::Delete {
+            uid,
+            resource_version,
+        } => {
+            let preconditions = Preconditions {
+                uid: uid.clone(),
+                resource_version: resource_version.clone(),
+            };
+            let params = DeleteParams {
+                preconditions: Some(preconditions),
+                ..DeleteParams::default()
+            };
+            api.delete(name, &params).await.map(|_| ())
+        }
+    };
+    let reason = look.reason();
+    let deleted = matches!(look.act, Act::Delete { .. });
+    match result {
+        Ok(()) if deleted => {
+            tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
+            if let (
+                Some(sink),
+                Decision::Reclaim { idle_for },
+                Act::Delete { uid: Some(uid), .. },
+            ) = (events, &look.decision, &look.act)
+            {
+                sink.record(Event {
+                    regarding: Regarding::Stored(ObjectRef {
+                        api_version: "ray.io/v1".into(),
+                        kind: "RayCluster".into(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        uid: uid.clone(),
+                    }),
+                    warning: false,
+                    reason: "Reclaimed",
+                    action: "Reclaim",
+                    note: events::cluster_reclaimed(*idle_for, look.ttl),
+                });
+            }
+            metrics
+                .deleted
+                .get_or_create(&KindLabel { kind: "RayCluster" })
+                .inc();
+        }
+        Ok(()) => {
+            tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaim mark changed");
+        }
+        Err(e) if is_conflict(&e) || is_not_found(&e) => {
+            tracing::info!(namespace = %ns, cluster = %name, deleted, "not done: the cluster changed (a job was stored) or is gone");
+        }
+        Err(e) => {
+            tracing::warn!(namespace = %ns, cluster = %name, error = %e, deleted, "reclaim call failed");
+            metrics.error(Cause::ReconcileDelete);
+        }
+    }
 }

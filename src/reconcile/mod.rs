@@ -17,6 +17,7 @@ pub(crate) mod stop_jobs;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::core::ApiResource;
@@ -25,7 +26,7 @@ use crate::cause::Cause;
 use crate::config::Config;
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::KubeWorld;
-pub use crate::world::kube::calls::{age, is_conflict, is_forbidden, is_not_found, reason, since};
+pub use crate::world::kube::calls::{is_conflict, is_forbidden, is_not_found, reason};
 
 pub const LEASE_NAME: &str = "rayshare-reconciler";
 
@@ -99,19 +100,19 @@ where
 pub async fn delete_exact(
     client: &Client,
     resource: &ApiResource,
-    object: &kube::core::PartialObjectMeta<DynamicObject>,
+    object: &ObjectMeta,
     kind: &'static str,
     reason: &str,
     metrics: &Metrics,
 ) {
-    let (Some(ns), Some(name)) = (&object.metadata.namespace, &object.metadata.name) else {
+    let (Some(ns), Some(name)) = (&object.namespace, &object.name) else {
         return;
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
     let params = DeleteParams {
         preconditions: Some(Preconditions {
-            uid: object.metadata.uid.clone(),
-            resource_version: object.metadata.resource_version.clone(),
+            uid: object.uid.clone(),
+            resource_version: object.resource_version.clone(),
         }),
         ..DeleteParams::default()
     };

@@ -59,18 +59,7 @@ pub(super) async fn bounded<T>(
         .map_err(|_| WorldError::Timeout)
 }
 
-/// Time since `t` (zero if in the future).
-pub fn since(t: Timestamp) -> Duration {
-    Timestamp::now()
-        .duration_since(t)
-        .try_into()
-        .unwrap_or_default()
-}
-
-/// Age of an object from its creationTimestamp (zero when unknown).
+/// Age of an object now, from its creationTimestamp (zero when unknown).
 pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
-    meta.creation_timestamp
-        .as_ref()
-        .and_then(|t| Timestamp::now().duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
+    crate::domain::time::age(meta, Timestamp::now())
 }

@@ -1,5 +1,6 @@
-//! When a shared cluster may be deleted (pure). The reconciler in `reconcile/clusters.rs`
-//! carries the decisions out; the provisioner (`reconcile/provision.rs`) writes the stamps.
+//! When a shared cluster may be deleted (pure; a whole pass in [`sweep`]). The reconciler
+//! in `reconcile/clusters.rs` carries the decisions out; the provisioner
+//! (`reconcile/provision.rs`) writes the stamps.
 //!
 //! The hand-off: the reclaimer first marks an idle cluster ([`MARKED`], conditioned on the
 //! resourceVersion it judged), waits the quiet period, and deletes it only if it is still
@@ -13,6 +14,7 @@
 use std::time::Duration;
 
 use crate::domain::labels::Meta;
+use crate::domain::time::elapsed;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -49,10 +51,6 @@ impl Decision {
     }
 }
 
-fn since(now: Timestamp, then: Timestamp) -> Duration {
-    now.duration_since(then).try_into().unwrap_or_default()
-}
-
 /// `idle_since` is the latest of: creation, last admission stamp, last job end.
 pub fn decide(
     active_jobs: usize,
@@ -63,7 +61,7 @@ pub fn decide(
     if active_jobs > 0 {
         return Decision::Busy { active_jobs };
     }
-    let idle_for = since(now, idle_since);
+    let idle_for = elapsed(now, idle_since);
     if idle_for > ttl {
         Decision::Reclaim { idle_for }
     } else {
@@ -77,7 +75,7 @@ pub fn decide(
 /// than a quarter of the TTL, so a cluster judged idle (older than the whole TTL) always
 /// gets a fresh stamp, and a changed resourceVersion, from any job admitted onto it.
 pub fn stamp_due(reference: Option<Timestamp>, ttl: Duration, now: Timestamp) -> bool {
-    reference.is_none_or(|r| since(now, r) > ttl / 4)
+    reference.is_none_or(|r| elapsed(now, r) > ttl / 4)
 }
 
 /// What the reclaimer does with a cluster next.
@@ -104,7 +102,7 @@ pub fn step(
 ) -> Step {
     match (decision, marked) {
         (Decision::Reclaim { .. }, None) => Step::Mark,
-        (Decision::Reclaim { .. }, Some(at)) if since(now, at) >= quiet => Step::Delete,
+        (Decision::Reclaim { .. }, Some(at)) if elapsed(now, at) >= quiet => Step::Delete,
         (Decision::Reclaim { .. }, Some(_)) => Step::Keep,
         (_, Some(_)) => Step::Unmark,
         (_, None) => Step::Keep,
@@ -174,6 +172,8 @@ pub fn idle_since(
     .flatten()
     .max()
 }
+
+pub mod sweep;
 
 #[cfg(test)]
 mod tests {

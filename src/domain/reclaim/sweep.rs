@@ -1,0 +1,147 @@
+//! One reclaim pass over the shared clusters, decided (pure): from the clusters' metadata
+//! and the RayJobs that select them, what to write on each. `reconcile::clusters` lists,
+//! asks here and carries the [`Act`]s out.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value, json};
+
+use super::{Decision, Step};
+use crate::config::Reclaim;
+use crate::domain::cluster::ClusterInfo;
+use crate::domain::{labels, pool};
+
+/// (namespace, name) of a shared cluster.
+pub type ClusterKey = (String, String);
+
+/// Per cluster: active jobs and when the last one ended.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Usage {
+    pub active: usize,
+    pub last_end: Option<Timestamp>,
+}
+
+/// Counts a RayJob into the usage of the cluster it selects (none: not counted).
+pub fn count(usage: &mut HashMap<ClusterKey, Usage>, job: &Value) {
+    let Some(cluster) = labels::selected_cluster(job) else {
+        return;
+    };
+    let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();
+    let u = usage
+        .entry((ns.to_string(), cluster.to_string()))
+        .or_default();
+    if super::is_terminal(job) {
+        let end = crate::domain::time::parse_time(&job["status"]["endTime"]);
+        u.last_end = u.last_end.max(end);
+    } else {
+        u.active += 1;
+    }
+}
+
+/// What the pass does with one cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Act {
+    /// Nothing to write (already going, or the pool labels agree).
+    Nothing,
+    /// Kept: bring the pool labels up to date (a merge patch's `metadata.labels`).
+    Labels(Map<String, Value>),
+    /// Mark or unmark: a merge patch conditioned on the resourceVersion judged by.
+    Patch(Value),
+    /// Delete, conditioned on the uid and resourceVersion judged by.
+    Delete {
+        uid: Option<String>,
+        resource_version: Option<String>,
+    },
+    /// `reclaim.dryRun`: the step that would be taken, only logged.
+    DryRun(Step),
+}
+
+/// One cluster, judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Look {
+    pub key: ClusterKey,
+    pub decision: Decision,
+    pub active: usize,
+    pub ttl: Duration,
+    pub act: Act,
+}
+
+impl Look {
+    /// Why the cluster is (un)marked or deleted, for the log.
+    pub fn reason(&self) -> String {
+        match self.decision {
+            Decision::Reclaim { idle_for } => format!(
+                "no active RayJob for {}s (TTL {}s)",
+                idle_for.as_secs(),
+                self.ttl.as_secs()
+            ),
+            _ => "in use again".into(),
+        }
+    }
+}
+
+/// Judges one shared cluster from its metadata and its jobs' usage. `None`: not this
+/// pass's (a namespace left out by `reclaim.namespaces`, or no name).
+pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> Option<Look> {
+    let (ns, name) = (meta.namespace.clone()?, meta.name.clone()?);
+    if !cfg.namespaces.is_empty() && !cfg.namespaces.contains(&ns) {
+        return None;
+    }
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let info = ClusterInfo::from_value(&json!({ "metadata": meta }));
+    let since = super::idle_since(&info, usage.last_end).unwrap_or(now);
+    let ttl = super::ttl(
+        annotations.get(labels::IDLE_TTL).map(String::as_str),
+        cfg.idle_ttl_seconds,
+    );
+    let decision = super::decide(usage.active, since, ttl, now);
+    let look = |act| Look {
+        key: (ns.clone(), name.clone()),
+        decision: decision.clone(),
+        active: usage.active,
+        ttl,
+        act,
+    };
+    if meta.deletion_timestamp.is_some() {
+        return Some(look(Act::Nothing));
+    }
+    let marked = annotations
+        .get(labels::RECLAIM_MARKED)
+        .and_then(|t| t.parse().ok());
+    let step = super::step(
+        &decision,
+        marked,
+        Duration::from_secs(cfg.quiet_seconds),
+        now,
+    );
+    let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
+    let last_admitted = info.last_admitted.max(info.created);
+    let glance = pool::labels(digest, usage.active, last_admitted, &decision, now);
+    let label_patch = pool::label_patch(&meta.labels.clone().unwrap_or_default(), &glance);
+    let act = match step {
+        Step::Keep if cfg.dry_run => Act::Nothing,
+        Step::Keep => label_patch.map_or(Act::Nothing, Act::Labels),
+        _ if cfg.dry_run => Act::DryRun(step),
+        // The resourceVersion judged by: the provisioner lifting the mark for a job
+        // stored meanwhile makes the delete fail.
+        Step::Delete => Act::Delete {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+        },
+        Step::Mark | Step::Unmark => {
+            let mark = (step == Step::Mark).then(|| now.to_string());
+            Act::Patch(json!({ "metadata": {
+                "resourceVersion": meta.resource_version,
+                "annotations": { labels::RECLAIM_MARKED: mark },
+                "labels": label_patch.unwrap_or_default(),
+            }}))
+        }
+    };
+    Some(look(act))
+}
+
+#[cfg(test)]
+mod tests;
