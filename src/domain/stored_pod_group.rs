@@ -46,6 +46,27 @@ pub fn group_for(
     Some(group)
 }
 
+/// Whether a stored pod is past needing a group: going, or over.
+pub fn pod_done(pod: &Value) -> bool {
+    let phase = pod["status"]["phase"].as_str();
+    pod["metadata"]["deletionTimestamp"].is_string()
+        || matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// The merge patch that brings rayshare's group, made at admission or left by an earlier
+/// pod of the same name, up to date for the stored pod's `group` (as [`group_for`] makes
+/// it): owner, pod uid, a fresh admission stamp (the orphan sweep's grace starts again),
+/// spec. The owner list replaces the old pod's (a merge patch replaces lists).
+pub fn update_patch(group: &Value, now: k8s_openapi::jiff::Timestamp) -> Value {
+    json!({
+        "metadata": { "ownerReferences": group["metadata"]["ownerReferences"], "annotations": {
+            labels::POD_UID: group["metadata"]["annotations"][labels::POD_UID],
+            labels::ADMITTED_AT: now.to_string(),
+        }},
+        "spec": group["spec"],
+    })
+}
+
 /// What the provisioner does when a group of that name exists already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Existing {
@@ -180,5 +201,32 @@ mod tests {
     #[case::not_rayshares(group(false, Some("me")), false, Existing::Foreign)]
     fn existing_groups(#[case] g: Value, #[case] alive: bool, #[case] want: Existing) {
         assert_eq!(existing(&g, "me", |_| alive), want);
+    }
+
+    #[rstest]
+    #[case::running(json!({"status": {"phase": "Running"}}), false)]
+    #[case::pending(json!({}), false)]
+    #[case::succeeded(json!({"status": {"phase": "Succeeded"}}), true)]
+    #[case::failed(json!({"status": {"phase": "Failed"}}), true)]
+    #[case::going(json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}), true)]
+    fn a_pod_going_or_over_needs_no_group(#[case] pod: Value, #[case] done: bool) {
+        assert_eq!(pod_done(&pod), done);
+    }
+
+    #[test]
+    fn the_update_gives_the_group_to_the_stored_pod() {
+        let group = group_for(&stored_pod(), None, &PodGroups::default(), "opt-out").unwrap();
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let patch = update_patch(&group, now);
+        assert_eq!(patch["metadata"]["ownerReferences"][0]["uid"], "pod-uid-1");
+        assert_eq!(
+            patch["metadata"]["annotations"][labels::POD_UID],
+            "pod-uid-1"
+        );
+        assert_eq!(
+            patch["metadata"]["annotations"][labels::ADMITTED_AT],
+            "2026-11-26T12:00:00Z"
+        );
+        assert_eq!(patch["spec"], group["spec"]);
     }
 }

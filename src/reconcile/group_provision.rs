@@ -18,8 +18,6 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Regarding};
-use crate::domain::labels;
-use crate::domain::labels::POD_UID;
 use crate::domain::stored_pod_group::{self, Existing};
 use crate::metrics::{KindLabel, Metrics};
 use crate::world::kube::{KubeWorld, pod_group_resource};
@@ -107,13 +105,12 @@ async fn look(
     metrics: &Metrics,
     pod: &k8s_openapi::api::core::v1::Pod,
 ) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if pod.metadata.deletion_timestamp.is_some() || matches!(phase, Some("Succeeded" | "Failed")) {
-        return true;
-    }
     let Ok(value) = serde_json::to_value(pod) else {
         return true;
     };
+    if stored_pod_group::pod_done(&value) {
+        return true;
+    }
     let ns = pod.namespace().unwrap_or_default();
     let queue = world.namespace_queue(&ns);
     let Some(group) = stored_pod_group::group_for(
@@ -205,14 +202,7 @@ async fn adopt(
     group: &Value,
     timeout: Duration,
 ) -> bool {
-    // The list replaces the old pod's owner reference (a merge patch replaces lists).
-    let patch = json!({
-        "metadata": { "ownerReferences": group["metadata"]["ownerReferences"], "annotations": {
-            POD_UID: group["metadata"]["annotations"][POD_UID],
-            labels::ADMITTED_AT: Timestamp::now().to_string(),
-        }},
-        "spec": group["spec"],
-    });
+    let patch = stored_pod_group::update_patch(group, Timestamp::now());
     let api: Api<DynamicObject> =
         Api::namespaced_with(world.client().clone(), ns, &pod_group_resource());
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));

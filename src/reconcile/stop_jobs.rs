@@ -190,43 +190,15 @@ impl Look<'_> {
         let auth = auth.as_deref();
         let submissions = self.dashboard.submissions(&base, auth).await?;
         // The stored jobs of this namespace by token, as the watch knows them.
-        let mut known: HashMap<String, Vec<Value>> = HashMap::new();
-        for job in self.world.stored_jobs() {
-            if job.namespace().as_deref() != Some(ns) {
-                continue;
-            }
-            let Ok(job) = serde_json::to_value(job.as_ref()) else {
-                continue;
-            };
-            if let Some(token) = job_life::job_token(&job) {
-                known.entry(token.to_string()).or_default().push(job);
-            }
-        }
-        let instance = &self.config.instance;
-        let mut unattributed = 0;
-        // A stop takes a moment to show in the list: one request per submission.
-        let active: Vec<&Submission> = submissions
+        let stored = self.world.stored_jobs();
+        let stored = stored
             .iter()
-            // An id Ray would read as a driver's job id could stop someone else's job.
-            .filter(|s| s.active() && !s.reads_as_job_id() && !stopping.contains_key(&s.id))
-            .collect();
-        for sub in active {
-            let token = match &sub.tie {
-                Some(tie) if tie.judged_by(instance, ns) => &tie.token,
-                // Not made by this installation's rewrite in this namespace: counted,
-                // never touched.
-                _ => {
-                    unattributed += 1;
-                    continue;
-                }
-            };
-            let cached = known.get(token).map_or(&[][..], Vec::as_slice);
-            if !matches!(
-                job_life::verdict_of_all(sub, cached, instance, ns),
-                Verdict::Stop(_)
-            ) {
-                continue;
-            }
+            .filter_map(|j| serde_json::to_value(j.as_ref()).ok());
+        let known = job_life::by_token(stored, ns);
+        let instance = &self.config.instance;
+        let asked = |id: &str| stopping.contains_key(id);
+        let triage = job_life::triage(&submissions, &known, asked, instance, ns);
+        for (sub, token) in triage.suspects {
             // The cache may lag (a job just created): ask the API server before acting.
             let owner = match self.owner(ns, token).await {
                 Ok(owner) => owner,
@@ -241,6 +213,7 @@ impl Look<'_> {
                 stopping.insert(sub.id.clone(), Instant::now());
             }
         }
+        let unattributed = triage.unattributed;
         self.metrics
             .ray_jobs_unattributed
             .get_or_create(&series)

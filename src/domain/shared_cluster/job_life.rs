@@ -9,6 +9,8 @@
 //! it with the job). A submission is stopped only when no live RayJob carries its token,
 //! or that RayJob is over on KubeRay's side.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::domain::labels;
@@ -242,6 +244,66 @@ fn judge(sub: &Submission, job: Option<&Value>) -> Verdict {
         }
         _ => Verdict::Leave,
     }
+}
+
+/// What one look at a cluster's job list finds: the submissions the cache says to stop
+/// (each stopped only after a fresh read of its RayJobs agrees), and how many active ones
+/// are not this installation's to judge (counted, never touched).
+#[derive(Debug, Default, PartialEq)]
+pub struct Triage<'a> {
+    pub suspects: Vec<(&'a Submission, &'a str)>,
+    pub unattributed: i64,
+}
+
+/// Triage of `subs`, found on a cluster in `namespace`, given the cached RayJobs of that
+/// namespace by token and the submissions asked to stop a moment ago (a stop takes a
+/// moment to show in the list: one request per submission).
+pub fn triage<'a>(
+    subs: &'a [Submission],
+    cached: &HashMap<String, Vec<Value>>,
+    stopping: impl Fn(&str) -> bool,
+    instance: &str,
+    namespace: &str,
+) -> Triage<'a> {
+    let mut triage = Triage::default();
+    // An id Ray would read as a driver's job id could stop someone else's job.
+    let active = subs
+        .iter()
+        .filter(|s| s.active() && !s.reads_as_job_id() && !stopping(&s.id));
+    for sub in active {
+        let token = match &sub.tie {
+            Some(tie) if tie.judged_by(instance, namespace) => tie.token.as_str(),
+            _ => {
+                triage.unattributed += 1;
+                continue;
+            }
+        };
+        let jobs = cached.get(token).map_or(&[][..], Vec::as_slice);
+        if matches!(
+            verdict_of_all(sub, jobs, instance, namespace),
+            Verdict::Stop(_)
+        ) {
+            triage.suspects.push((sub, token));
+        }
+    }
+    triage
+}
+
+/// The RayJobs of `namespace` that carry a token, by token.
+pub fn by_token(
+    jobs: impl IntoIterator<Item = Value>,
+    namespace: &str,
+) -> HashMap<String, Vec<Value>> {
+    let mut known: HashMap<String, Vec<Value>> = HashMap::new();
+    for job in jobs {
+        if job["metadata"]["namespace"].as_str() != Some(namespace) {
+            continue;
+        }
+        if let Some(token) = job_token(&job).map(str::to_string) {
+            known.entry(token).or_default().push(job);
+        }
+    }
+    known
 }
 
 /// At most this many records of finished Ray jobs are deleted per cluster and pass (one

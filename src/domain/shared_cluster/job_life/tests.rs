@@ -331,3 +331,75 @@ fn own_directory_wraps_the_entrypoint_in_one_shell_word() {
 fn tokens_are_label_values(#[case] uid: &str, #[case] expected: Option<&str>) {
     assert_eq!(token(uid), expected);
 }
+
+fn stored(ns: &str, token: Option<&str>, state: &str) -> Value {
+    let mut j = json!({
+        "metadata": { "namespace": ns, "name": "a", "labels": {} },
+        "status": { "jobDeploymentStatus": state },
+    });
+    if let Some(t) = token {
+        j["metadata"]["labels"][TOKEN_LABEL] = json!(t);
+    }
+    j
+}
+
+#[test]
+fn stored_jobs_are_known_by_token_in_their_namespace_only() {
+    let jobs = [
+        stored("team", Some("t1"), "Running"),
+        stored("team", Some("t1"), "Complete"),
+        stored("team", None, "Running"),
+        stored("other", Some("t2"), "Running"),
+    ];
+    let known = by_token(jobs, "team");
+    assert_eq!(known.len(), 1);
+    assert_eq!(known["t1"].len(), 2);
+}
+
+fn with_id(mut s: Submission, id: &str) -> Submission {
+    s.id = id.into();
+    s
+}
+
+#[test]
+fn triage_suspects_only_its_own_active_submissions_the_cache_says_to_stop() {
+    let subs = [
+        // No RayJob carries its token: a suspect.
+        with_id(sub("RUNNING", Some("gone")), "j-gone"),
+        // Its RayJob runs: left.
+        with_id(sub("RUNNING", Some("live")), "j-live"),
+        // Its RayJob is over on KubeRay's side: a suspect.
+        with_id(sub("PENDING", Some("over")), "j-over"),
+        // Over already: nothing to stop.
+        with_id(sub("STOPPED", Some("gone")), "j-stopped"),
+        // Someone else's: counted, never a suspect.
+        with_id(sub("RUNNING", None), "j-foreign"),
+        // Asked to stop a moment ago: not asked again.
+        with_id(sub("RUNNING", Some("gone")), "j-asked"),
+        // Reads as a driver's job id: never touched.
+        with_id(sub("RUNNING", Some("gone")), "02000000"),
+    ];
+    let known = by_token(
+        [
+            stored("team", Some("live"), "Running"),
+            stored("team", Some("over"), "Complete"),
+        ],
+        "team",
+    );
+    let triage = triage(&subs, &known, |id| id == "j-asked", "rs", "team");
+    let ids: Vec<_> = triage
+        .suspects
+        .iter()
+        .map(|(s, t)| (s.id.as_str(), *t))
+        .collect();
+    assert_eq!(ids, [("j-gone", "gone"), ("j-over", "over")]);
+    assert_eq!(triage.unattributed, 1);
+}
+
+#[test]
+fn another_namespaces_submission_is_unattributed() {
+    let subs = [sub("RUNNING", Some("t"))];
+    let triage = triage(&subs, &HashMap::new(), |_| false, "rs", "elsewhere");
+    assert!(triage.suspects.is_empty());
+    assert_eq!(triage.unattributed, 1);
+}
