@@ -4,10 +4,11 @@
 # KubeRay operator (with kube-scheduler, kube-controller-manager and kwok's fake nodes;
 # v1.6.1, then the same suite against v1.5.1 and v1.4.2),
 # the end-to-end tests under the real Volcano scheduler, controller-manager and webhook-manager,
+# the end-to-end tests under the real Kueue controller manager (with its webhooks),
 # the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
 # Grafana dashboard and alerts (tests/tools/monitorcheck, promtool), and the fuzz targets
 # (tests/fuzz.rs, proptest on stable Rust; RAYSHARE_FUZZ_CASES per target, default 1,000).
-# On a fresh machine this first builds the control plane, helm, KubeRay, Volcano, kwok and promtool from Go
+# On a fresh machine this first builds the control plane, helm, KubeRay, Volcano, Kueue, kwok and promtool from Go
 # modules and installs Ray from PyPI (cached under ${RAYSHARE_CACHE:-$HOME/.cache/rayshare}).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,14 +28,17 @@ step "building the KubeRay operator v1.4.2 for the version matrix (cached after 
 t=$SECONDS; bash tests/tools/build-kuberay.sh v1.4 >/dev/null; echo "KubeRay v1.4.2 ready in $((SECONDS - t))s" >&2
 step "building Volcano's scheduler, controller-manager and webhook-manager (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-volcano.sh >/dev/null; echo "Volcano ready in $((SECONDS - t))s" >&2
+step "building Kueue's controller manager (cached after the first build)"
+t=$SECONDS; bash tests/tools/build-kueue.sh >/dev/null; echo "Kueue ready in $((SECONDS - t))s" >&2
 step "building kwok (cached after the first build)"
 t=$SECONDS; bash tests/tools/build-kwok.sh >/dev/null; echo "kwok ready in $((SECONDS - t))s" >&2
 step "building promtool (checks the chart's alerts; cached after the first build)"
 t=$SECONDS; bash tests/tools/build-promtool.sh >/dev/null; echo "promtool ready in $((SECONDS - t))s" >&2
 step "installing Ray from PyPI for the real Ray head (cached after the first install)"
 t=$SECONDS; bash tests/tools/install-ray.sh >/dev/null; echo "Ray ready in $((SECONDS - t))s" >&2
-step "CRDs of KubeRay and Volcano from their Go modules (cached)"
+step "CRDs of KubeRay, Volcano and Kueue from their Go modules (cached)"
 t=$SECONDS; for v in "" v1.5 v1.4; do RAYSHARE_KUBERAY=$v bash tests/tools/crds.sh >/dev/null; done
+bash tests/tools/kueue-crds.sh >/dev/null
 echo "CRDs ready in $((SECONDS - t))s" >&2
 
 step "cargo fmt --check"
