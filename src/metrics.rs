@@ -86,6 +86,7 @@ pub struct Metrics {
     pub ray_jobs_stopped: Family<ReasonLabel, Counter>,
     pub ray_jobs_deleted: Counter,
     pub jobs_woken: Counter,
+    pub jobs_cut_off: Counter,
     pub ray_jobs_unattributed: Family<ClusterLabels, Gauge>,
     pub events: Family<ReasonLabel, Counter>,
     pub events_dropped: Family<ReasonLabel, Counter>,
@@ -225,6 +226,12 @@ impl Default for Metrics {
             "RayJobs that waited for their shared cluster, touched once it was made so KubeRay takes them up at once",
             jobs_woken.clone(),
         );
+        let jobs_cut_off = Counter::default();
+        registry.register(
+            "jobs_cut_off",
+            "Running RayJobs whose shared cluster was suspended under them (Kueue preempted or deactivated it): their Ray job went with its pods; each gets a Warning Event",
+            jobs_cut_off.clone(),
+        );
         let ray_jobs_unattributed = Family::<ClusterLabels, Gauge>::default();
         registry.register(
             "ray_jobs_unattributed",
@@ -250,6 +257,7 @@ impl Default for Metrics {
             ray_jobs_stopped,
             ray_jobs_deleted,
             jobs_woken,
+            jobs_cut_off,
             ray_jobs_unattributed,
             shared_clusters,
             cluster_jobs,

@@ -54,6 +54,23 @@ pub struct SharedClusters {
     /// (Flyte's fast registration) gets a directory of its own (empty: never).
     pub job_workdir_root: String,
     pub stop_jobs: StopJobs,
+    /// RayJobs that Kueue manages (`kueue.x-k8s.io/queue-name`).
+    pub kueue: Kueue,
+}
+
+/// What rayshare does with a RayJob that carries `kueue.x-k8s.io/queue-name`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Kueue {
+    /// Leave it as written: Kueue admits the job's own cluster (no sharing). Rewriting it
+    /// alone would run it outside every quota: Kueue ignores jobs on existing clusters.
+    #[default]
+    Skip,
+    /// Share, inside the quota: the shared cluster carries the job's queue (and priority
+    /// class), is made suspended, and Kueue admits and charges it as a RayCluster of its
+    /// own; the jobs on it run without a second charge. Jobs of different queues never
+    /// share a cluster.
+    AdmitSharedCluster,
 }
 
 /// Stopping the Ray jobs of deleted and finished RayJobs on shared clusters (leader only).
@@ -256,6 +273,7 @@ impl Default for SharedClusters {
             deny_on_error: false,
             job_workdir_root: "/tmp/rayshare-jobs".into(),
             stop_jobs: StopJobs::default(),
+            kueue: Kueue::default(),
         }
     }
 }

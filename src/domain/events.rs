@@ -148,6 +148,13 @@ pub fn ray_job_stopped(submission: &str, why: &str) -> String {
     format!("Stopped Ray job {submission}: {why}")
 }
 
+/// On a RayJob that ran on a shared cluster when the cluster was suspended.
+pub fn job_cut_off(cluster: &str) -> String {
+    format!(
+        "Shared RayCluster {cluster} was suspended while this job ran on it (Kueue preempted or deactivated it): its pods, and the Ray job with them, are gone; the cluster starts again when Kueue admits it"
+    )
+}
+
 /// `90s` -> `1m30s`, `3600s` -> `1h`.
 pub fn human(d: std::time::Duration) -> String {
     let s = d.as_secs();

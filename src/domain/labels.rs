@@ -76,6 +76,12 @@ pub const HOST_INDEX: &str = "ray.io/replica-host-index";
 pub const GROUP_NAME: &str = "scheduling.k8s.io/group-name";
 pub const QUEUE_NAME: &str = "scheduling.volcano.sh/queue-name";
 pub const KUEUE_QUEUE: &str = "kueue.x-k8s.io/queue-name";
+/// Kueue's WorkloadPriorityClass of a job (a label, like the queue).
+pub const KUEUE_PRIORITY: &str = "kueue.x-k8s.io/priority-class";
+/// On a rewritten RayJob: the Kueue queue its shared cluster is admitted in. Kueue's
+/// label itself comes off the job (KubeRay fails a job on an existing cluster that Kueue
+/// suspends); this keeps the queue, so the provisioner makes the same cluster.
+pub const KUEUE_QUEUE_OF_CLUSTER: &str = "rayshare.io/kueue-queue-name";
 
 /// Which string map of an object's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

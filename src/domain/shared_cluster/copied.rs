@@ -35,19 +35,75 @@ impl Copied {
             keys.filter_map(|k| Some((k.to_string(), json!(labels::get(job, meta, k)?))))
                 .collect()
         };
-        Self {
+        let mut copied = Self {
             labels: pick(
                 Meta::Labels,
                 &mut cfg.copied_job_labels.iter().map(String::as_str),
             ),
             annotations: pick(Meta::Annotations, &mut CLUSTER_ANNOTATIONS.into_iter()),
+        };
+        // The queue (and priority class) Kueue admits the shared cluster by.
+        if let Some(queue) = super::kueue::queue(job, cfg) {
+            copied
+                .labels
+                .insert(labels::KUEUE_QUEUE.into(), json!(queue));
+            if let Some(priority) = labels::get(job, Meta::Labels, labels::KUEUE_PRIORITY) {
+                copied
+                    .labels
+                    .insert(labels::KUEUE_PRIORITY.into(), json!(priority));
+            }
         }
+        copied
+    }
+
+    /// Whether Kueue admits the cluster (it carries a queue): it is made suspended.
+    pub fn queued(&self) -> bool {
+        self.labels.contains_key(labels::KUEUE_QUEUE)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn admitting() -> SharedClusters {
+        SharedClusters {
+            kueue: crate::config::Kueue::AdmitSharedCluster,
+            ..SharedClusters::default()
+        }
+    }
+
+    #[test]
+    fn a_kueue_job_brings_its_queue_and_priority_to_the_cluster_only_when_admitting() {
+        let job = json!({"metadata": {"labels": {
+            labels::KUEUE_QUEUE: "team-q", labels::KUEUE_PRIORITY: "high"}}});
+        let copied = Copied::of(&job, &admitting());
+        assert!(copied.queued());
+        assert_eq!(
+            Value::Object(copied.labels),
+            json!({labels::KUEUE_QUEUE: "team-q", labels::KUEUE_PRIORITY: "high"})
+        );
+        assert!(!Copied::of(&job, &SharedClusters::default()).queued());
+    }
+
+    #[test]
+    fn a_rewritten_job_keeps_its_queue_in_rayshares_annotation() {
+        let stored = json!({"metadata": {
+            "labels": {labels::KUEUE_PRIORITY: "high"},
+            "annotations": {labels::KUEUE_QUEUE_OF_CLUSTER: "team-q"}}});
+        let written = json!({"metadata": {"labels": {
+            labels::KUEUE_QUEUE: "team-q", labels::KUEUE_PRIORITY: "high"}}});
+        assert_eq!(
+            Copied::of(&stored, &admitting()),
+            Copied::of(&written, &admitting())
+        );
+    }
+
+    #[test]
+    fn a_priority_class_without_a_queue_is_not_copied() {
+        let job = json!({"metadata": {"labels": {labels::KUEUE_PRIORITY: "high"}}});
+        assert_eq!(Copied::of(&job, &admitting()), Copied::default());
+    }
 
     #[test]
     fn the_config_labels_and_kubernetes_annotations_are_copied() {

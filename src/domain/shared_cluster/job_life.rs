@@ -306,6 +306,25 @@ pub fn by_token(
     known
 }
 
+/// The RayJobs a suspended shared cluster cut off: Kueue suspends a cluster it preempts or
+/// that is deactivated, KubeRay then deletes its pods, and the Ray job of each RayJob
+/// running there goes with them. Jobs still waiting for the cluster just go on waiting.
+pub fn cut_off<'a>(cluster: &Value, jobs: &'a [Value]) -> Vec<&'a Value> {
+    if cluster["spec"]["suspend"] != true {
+        return Vec::new();
+    }
+    let (ns, name) = (
+        &cluster["metadata"]["namespace"],
+        &cluster["metadata"]["name"],
+    );
+    jobs.iter()
+        .filter(|j| &j["metadata"]["namespace"] == ns)
+        .filter(|j| labels::selected_cluster(j) == name.as_str())
+        .filter(|j| j["status"]["jobDeploymentStatus"] == "Running")
+        .filter(|j| !crate::domain::reclaim::is_terminal(j))
+        .collect()
+}
+
 /// At most this many records of finished Ray jobs are deleted per cluster and pass (one
 /// request each to the head); the rest wait for the next pass.
 pub const DELETIONS_PER_PASS: usize = 32;

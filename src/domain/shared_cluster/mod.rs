@@ -7,6 +7,7 @@ pub mod copied;
 pub mod identity;
 pub mod job_life;
 pub mod kuberay_yaml;
+pub mod kueue;
 pub mod provision;
 pub mod provision_step;
 pub mod runtime_env;
@@ -78,12 +79,17 @@ fn skip(reason: impl Into<String>) -> Result<Plan, PlanError> {
 }
 
 /// Why KubeRay would reject or mishandle this job in selector form, if it would.
-fn selector_form_blocker(job: &Value) -> Option<String> {
+fn selector_form_blocker(job: &Value, cfg: &SharedClusters) -> Option<String> {
     let spec = &job["spec"];
+    let queue = labels::get(job, Meta::Labels, labels::KUEUE_QUEUE);
+    if let Some(reason) = kueue::blocker(job, cfg) {
+        return Some(reason);
+    }
     if spec["submissionMode"] == "SidecarMode" {
         return Some("submissionMode SidecarMode cannot use an existing cluster".into());
     }
-    if spec["suspend"] == true {
+    // Under Kueue its webhook suspends the job; the shared cluster is what waits instead.
+    if spec["suspend"] == true && queue.is_none() {
         return Some("a suspended RayJob cannot use an existing cluster".into());
     }
     if spec["backoffLimit"].as_i64().is_some_and(|n| n > 0) {
@@ -106,9 +112,6 @@ fn selector_form_blocker(job: &Value) -> Option<String> {
         || rules.into_iter().any(|r| deletes(&r["policy"]))
     {
         return Some("its deletionStrategy deletes the cluster or its workers".into());
-    }
-    if labels::get(job, Meta::Labels, labels::KUEUE_QUEUE).is_some() {
-        return Some("it is managed by Kueue, which ignores jobs on existing clusters".into());
     }
     if let Some(manager) = spec["managedBy"].as_str()
         && manager != "ray.io/kuberay-operator"
@@ -152,7 +155,7 @@ pub fn plan(
     if !cluster_spec.is_object() || cluster_spec.get("headGroupSpec").is_none() {
         return Err("rayClusterSpec has no headGroupSpec".into());
     }
-    if let Some(reason) = selector_form_blocker(job) {
+    if let Some(reason) = selector_form_blocker(job, cfg) {
         return skip(format!("rayshare: shared cluster skipped: {reason}"));
     }
 
@@ -278,6 +281,12 @@ pub fn plan(
         labels::CLUSTER_SPEC,
         &spec_text,
     );
+    if let Some(queue) = kueue::queue(job, cfg) {
+        kueue::into_kueue_cluster(&mut new_job, queue);
+        warnings.push(format!(
+            "rayshare: Kueue admits the shared cluster in queue {queue}; the job waits for it and is not charged again"
+        ));
+    }
     warnings.insert(0, format!("rayshare: runs on shared RayCluster {name}"));
 
     Ok(Plan::Rewrite(Box::new(Rewrite {

@@ -60,6 +60,11 @@ pub fn cluster_object(
     });
     // Moved in: `json!` would copy the whole spec through its serializer.
     cluster["spec"] = spec;
+    // Kueue starts it once its queue admits it (its webhook would suspend it too; made
+    // suspended, the cluster never starts outside the quota whatever order webhooks run in).
+    if copied.queued() {
+        cluster["spec"]["suspend"] = json!(true);
+    }
     cluster
 }
 

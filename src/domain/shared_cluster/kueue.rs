@@ -1,0 +1,73 @@
+//! Shared clusters inside Kueue's quota (`sharedClusters.kueue: admitSharedCluster`).
+//!
+//! Kueue ignores a RayJob on an existing cluster, so a rewritten job alone would run
+//! outside every quota. Instead the shared cluster is what Kueue admits: it carries the
+//! job's queue and priority class (both part of its identity, so jobs of different queues
+//! never share), it is made suspended, Kueue charges its head and workers while it lives
+//! and starts it when the quota allows; the jobs on it wait for it and are not charged
+//! again. Reclaiming it frees the quota. What Kueue refuses on a RayCluster it admits
+//! leaves the job to Kueue as written.
+
+use serde_json::{Value, json};
+
+use crate::config::{Kueue, SharedClusters};
+use crate::domain::labels;
+use crate::domain::labels::Meta;
+
+/// Most worker groups Kueue admits in one RayCluster (8 pod sets with the head).
+pub const MAX_WORKER_GROUPS: usize = 7;
+
+/// The Kueue queue a job's shared cluster is admitted in, under `admitSharedCluster`: the
+/// job's own label as written, or, on a rewritten job, the queue rayshare moved off it.
+pub fn queue<'a>(job: &'a Value, cfg: &SharedClusters) -> Option<&'a str> {
+    if cfg.kueue != Kueue::AdmitSharedCluster {
+        return None;
+    }
+    labels::get(job, Meta::Labels, labels::KUEUE_QUEUE)
+        .or_else(|| labels::get(job, Meta::Annotations, labels::KUEUE_QUEUE_OF_CLUSTER))
+}
+
+/// Why a job Kueue manages is left as written, if it is: sharing is off for Kueue, or
+/// Kueue would refuse its cluster (autoscaling, too many worker groups, one named head).
+pub fn blocker(job: &Value, cfg: &SharedClusters) -> Option<String> {
+    labels::get(job, Meta::Labels, labels::KUEUE_QUEUE)?;
+    if cfg.kueue == Kueue::Skip {
+        return Some("it is managed by Kueue, which ignores jobs on existing clusters (sharedClusters.kueue: admitSharedCluster shares inside the quota)".into());
+    }
+    let cluster = &job["spec"]["rayClusterSpec"];
+    if cfg.autoscaling.enabled || cluster["enableInTreeAutoscaling"] == true {
+        return Some("Kueue admits no autoscaling RayCluster".into());
+    }
+    let groups = cluster["workerGroupSpecs"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    if groups.len() > MAX_WORKER_GROUPS {
+        return Some(format!(
+            "Kueue admits at most {MAX_WORKER_GROUPS} worker groups per RayCluster"
+        ));
+    }
+    if groups.iter().any(|g| g["groupName"] == "head") {
+        return Some("Kueue admits no worker group named head".into());
+    }
+    None
+}
+
+/// The rewritten job of a Kueue-admitted cluster: Kueue's label moves to rayshare's
+/// annotation (Kueue's webhook suspends a labelled job, and KubeRay fails a suspended job
+/// on an existing cluster), and the job is not suspended: its cluster waits instead.
+pub fn into_kueue_cluster(job: &mut Value, queue: &str) {
+    let queue = queue.to_string();
+    if let Some(l) = job["metadata"]["labels"].as_object_mut() {
+        l.remove(labels::KUEUE_QUEUE);
+    }
+    labels::set(
+        job,
+        Meta::Annotations,
+        labels::KUEUE_QUEUE_OF_CLUSTER,
+        &queue,
+    );
+    job["spec"]["suspend"] = json!(false);
+}
+
+#[cfg(test)]
+mod tests;
