@@ -83,7 +83,8 @@ pub struct StopJobs {
     /// `{cluster}` are filled in.
     pub dashboard_url: String,
     /// Every shared cluster's job list is read this often (deletions missed while
-    /// rayshare was down); a RayJob's deletion is acted on at once.
+    /// rayshare was down); a RayJob's deletion is acted on at once. Suspended shared
+    /// clusters are looked at as often, to warn the jobs they cut off.
     pub interval_seconds: u64,
     /// Upper bound on each dashboard call.
     pub timeout_ms: u64,

@@ -2,10 +2,12 @@
 //! replica and create what stored objects need (idempotent: the API server's name
 //! uniqueness settles races). The rest run on the leader only (see `leader`): they delete
 //! what rayshare created for objects that never appeared or are gone, reclaim idle
-//! clusters and stop the Ray jobs of deleted RayJobs. Every one of them runs in the same
+//! clusters, stop the Ray jobs of deleted RayJobs and tell the RayJobs a suspended shared
+//! cluster cut off. Every one of them runs in the same
 //! loop (`runner`): wake-ups and resyncs, per-key backoff, a span per look, pass metrics.
 
 pub(crate) mod clusters;
+pub(crate) mod cut_off;
 pub(crate) mod group_provision;
 pub(crate) mod index_claims;
 pub(crate) mod leader;
@@ -189,7 +191,7 @@ pub fn spawn_all(
             config.reclaim.interval_seconds,
         ),
     ];
-    if schedules.iter().all(Option::is_none) && stops.is_none() {
+    if schedules.iter().all(Option::is_none) && stops.is_none() && !config.shared_clusters.enabled {
         return Reconcilers::default();
     }
     let (leading_tx, leading) = tokio::sync::watch::channel(false);
@@ -202,6 +204,11 @@ pub fn spawn_all(
         stop,
     ));
     let mut tasks = Vec::new();
+    if config.shared_clusters.enabled {
+        let every = Duration::from_secs(config.shared_clusters.stop_jobs.interval_seconds.max(1));
+        let (w, c, m) = (world.clone(), config.clone(), metrics.clone());
+        tasks.push(cut_off::spawn(w, c, m, every, leading.clone()));
+    }
     if let Some(stops) = stops {
         let (c, m) = (config.clone(), metrics.clone());
         tasks.push(stop_jobs::spawn(

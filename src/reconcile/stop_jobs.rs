@@ -7,7 +7,7 @@
 //! fresh read of the RayJob from the API server, never the cache alone. Then the records
 //! of finished Ray jobs whose RayJob is gone are deleted (`ray_table`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,8 +42,6 @@ pub struct StopJobs {
     stopping: tokio::sync::Mutex<HashMap<String, Instant>>,
     /// Clusters looked at, so one that is gone takes its unattributed-jobs series along.
     looked: std::sync::Mutex<BTreeSet<Key>>,
-    /// RayJobs (by uid) told that their suspended cluster cut them off.
-    told: std::sync::Mutex<HashSet<String>>,
 }
 
 pub fn spawn(
@@ -69,7 +67,6 @@ pub fn spawn(
         metrics: metrics.clone(),
         stopping: Default::default(),
         looked: Default::default(),
-        told: Default::default(),
     };
     runner::spawn(Arc::new(stopper), schedule, Some(wakeups), metrics)
 }
@@ -103,7 +100,6 @@ impl Reconciler for StopJobs {
             config: &self.config,
             metrics: &self.metrics,
             dashboard: &self.dashboard,
-            told: &self.told,
         };
         self.looked
             .lock()
@@ -130,7 +126,6 @@ struct Look<'a> {
     config: &'a Config,
     metrics: &'a Metrics,
     dashboard: &'a Dashboard,
-    told: &'a std::sync::Mutex<HashSet<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,9 +166,8 @@ impl Look<'_> {
             return Ok(());
         };
         let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
-        // Suspended (Kueue preempted it): no head, and the jobs running there are gone.
+        // Suspended (Kueue preempted it): no head to ask (`cut_off` tells its jobs).
         if cluster["spec"]["suspend"] == true {
-            self.tell_cut_off(&cluster);
             forget();
             return Ok(());
         }
@@ -238,46 +232,6 @@ impl Look<'_> {
         )
         .await;
         Ok(())
-    }
-
-    /// Warns each RayJob running on the suspended `cluster`, once: its Ray job went with
-    /// the cluster's pods (KubeRay may still show it Running).
-    fn tell_cut_off(&self, cluster: &Value) {
-        let jobs: Vec<Value> = self
-            .world
-            .stored_jobs()
-            .iter()
-            .filter_map(|j| serde_json::to_value(j.as_ref()).ok())
-            .collect();
-        let name = cluster["metadata"]["name"].as_str().unwrap_or_default();
-        let mut told = self.told.lock().expect("not poisoned");
-        let live: HashSet<&str> = jobs
-            .iter()
-            .filter_map(|j| j["metadata"]["uid"].as_str())
-            .collect();
-        told.retain(|uid| live.contains(uid.as_str()));
-        for job in job_life::cut_off(cluster, &jobs) {
-            let mut job = job.clone();
-            job["apiVersion"] = serde_json::json!("ray.io/v1");
-            job["kind"] = serde_json::json!("RayJob");
-            let Some(target) = ObjectRef::of(&job) else {
-                continue;
-            };
-            if !told.insert(target.uid.clone()) {
-                continue;
-            }
-            tracing::warn!(namespace = %target.namespace, job = %target.name, cluster = name, "a shared cluster was suspended under a running job");
-            self.metrics.jobs_cut_off.inc();
-            if let Some(sink) = self.world.events() {
-                sink.record(Event {
-                    regarding: Regarding::Stored(target),
-                    warning: true,
-                    reason: "SharedClusterSuspended",
-                    action: "Watch",
-                    note: events::job_cut_off(name),
-                });
-            }
-        }
     }
 
     /// The head pod KubeRay reports for the cluster, as the API server has it (none yet:

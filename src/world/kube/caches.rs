@@ -212,8 +212,9 @@ fn slim_job(job: &mut DynamicObject) {
     }
 }
 
-/// Keeps what admission, the indices and the job stopper read of a RayCluster: identity,
-/// labels, annotations, worker groups' shapes, its `authOptions`.
+/// Keeps what admission, the indices, the job stopper and the cut-off warning read of a
+/// RayCluster: identity, labels, annotations, worker groups' shapes, its `authOptions`,
+/// whether it is suspended.
 fn slim_cluster(o: &mut DynamicObject) {
     o.managed_fields_mut().clear();
     o.annotations_mut()
@@ -221,10 +222,34 @@ fn slim_cluster(o: &mut DynamicObject) {
     let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    spec.retain(|k, _| k == "workerGroupSpecs" || k == "authOptions");
+    spec.retain(|k, _| matches!(k.as_str(), "workerGroupSpecs" | "authOptions" | "suspend"));
     for g in spec.values_mut().flat_map(|v| v.as_array_mut()).flatten() {
         if let Some(g) = g.as_object_mut() {
             g.retain(|k, _| WorkerGroup::FIELDS.contains(&k.as_str()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slim_cluster_keeps_what_its_readers_need() {
+        let mut cluster: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"suspend": true, "authOptions": {"mode": "token"},
+                "headGroupSpec": {"template": {}},
+                "workerGroupSpecs": [{"groupName": "g", "replicas": 2, "template": {}}]},
+        }))
+        .unwrap();
+        slim_cluster(&mut cluster);
+        let spec = &cluster.data["spec"];
+        assert_eq!(spec["suspend"], true);
+        assert_eq!(spec["authOptions"]["mode"], "token");
+        assert_eq!(spec["workerGroupSpecs"][0]["groupName"], "g");
+        assert!(spec.get("headGroupSpec").is_none());
+        assert!(spec["workerGroupSpecs"][0].get("template").is_none());
     }
 }
