@@ -80,7 +80,7 @@ impl<W: World> Work<'_, W> {
             queue.as_deref(),
             cfg,
         )
-        .map_err(odd)?;
+        .map_err(|e| odd(e.to_string()))?;
         labels::set(
             &mut group,
             Meta::Labels,

@@ -6,6 +6,15 @@ use crate::config::PodGroups;
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
+/// A pod rayshare cannot plan a group for (it passes unchanged, with a warning).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OddPod {
+    #[error("pod has no spec")]
+    NoSpec,
+    #[error("pod has neither name nor generateName")]
+    NoName,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Skip(Option<String>),
@@ -23,7 +32,7 @@ pub fn plan(
     request_uid: &str,
     cfg: &PodGroups,
     opt_out: &str,
-) -> Result<Plan, String> {
+) -> Result<Plan, OddPod> {
     let spec = spec_of(pod)?;
     if !scheduled_by_gang_scheduler(spec["schedulerName"].as_str(), cfg) {
         return Ok(Plan::Skip(None));
@@ -61,7 +70,7 @@ pub fn group(
     name: &str,
     namespace_queue: Option<&str>,
     cfg: &PodGroups,
-) -> Result<Value, String> {
+) -> Result<Value, OddPod> {
     let spec = spec_of(pod)?;
     let queue = labels::get(pod, Meta::Annotations, labels::QUEUE_NAME)
         .or(namespace_queue)
@@ -98,11 +107,10 @@ pub fn group(
     }))
 }
 
-fn spec_of(pod: &Value) -> Result<&Value, String> {
-    Ok(pod
-        .get("spec")
+fn spec_of(pod: &Value) -> Result<&Value, OddPod> {
+    pod.get("spec")
         .filter(|s| s.is_object())
-        .ok_or("pod has no spec")?)
+        .ok_or(OddPod::NoSpec)
 }
 
 /// Whether a pod with this `spec.schedulerName` (unset: the default scheduler) is one
@@ -123,7 +131,7 @@ fn pod_name_or_prefix(pod: &Value) -> &str {
 
 /// The pod's own name; for `generateName` pods, the prefix plus a hash of the admission
 /// request's uid (unique per request; a re-invocation finds the annotation already set).
-pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
+pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, OddPod> {
     let meta = &pod["metadata"];
     if let Some(name) = meta["name"].as_str().filter(|n| !n.is_empty()) {
         return Ok(name.to_string());
@@ -131,7 +139,7 @@ pub fn group_name(pod: &Value, request_uid: &str) -> Result<String, String> {
     let prefix = meta["generateName"]
         .as_str()
         .filter(|p| !p.is_empty())
-        .ok_or("pod has neither name nor generateName")?;
+        .ok_or(OddPod::NoName)?;
     let suffix = crate::domain::naming::hashed(request_uid, 10);
     let mut end = prefix.len().min(253 - suffix.len());
     while !prefix.is_char_boundary(end) {
