@@ -1,12 +1,18 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, with optimistic concurrency:
 //! only one replica runs the reconcilers; another takes over when the holder releases the
 //! lease at shutdown, or stops renewing it.
+//!
+//! "Stops renewing" is judged as client-go judges it: by this replica's own clock, from
+//! when it saw the lease's record last change, never by comparing the holder's renew time
+//! with this replica's clock (nodes' clocks differ; a clock ahead by more than a lease
+//! would take a lease that is being renewed).
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
@@ -17,6 +23,36 @@ pub struct Elector {
     name: String,
     identity: String,
     duration: Duration,
+    observed: Mutex<Observed>,
+}
+
+/// A lease's record as last seen (holder, renew time, transitions), and when it was first
+/// seen so, by this replica's clock.
+#[derive(Debug, Default)]
+struct Observed {
+    record: Option<(Option<String>, Option<MicroTime>, Option<i32>)>,
+    since: Option<Instant>,
+}
+
+/// Whether another holder's lease may be taken at `now`: released (no holder), or its
+/// record unchanged for its whole duration since this replica saw it change.
+fn lapsed(spec: &LeaseSpec, observed: &mut Observed, now: Instant) -> bool {
+    if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
+        return true;
+    }
+    let record = (
+        spec.holder_identity.clone(),
+        spec.renew_time.clone(),
+        spec.lease_transitions,
+    );
+    if observed.record.as_ref() != Some(&record) {
+        observed.record = Some(record);
+        observed.since = Some(now);
+        return false;
+    }
+    let secs = spec.lease_duration_seconds.unwrap_or(0).max(0);
+    let since = observed.since.unwrap_or(now);
+    now.duration_since(since) > Duration::from_secs(secs.unsigned_abs().into())
 }
 
 impl Elector {
@@ -32,6 +68,7 @@ impl Elector {
             name: name.into(),
             identity: identity.into(),
             duration,
+            observed: Mutex::default(),
         }
     }
 
@@ -65,16 +102,11 @@ impl Elector {
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
-        // Released (no holder), or not renewed in time.
-        let released = spec.holder_identity.as_deref().is_none_or(str::is_empty);
-        let expired = released
-            || match (&spec.renew_time, spec.lease_duration_seconds) {
-                (Some(MicroTime(t)), Some(secs)) => {
-                    Timestamp::now() > *t + SignedDuration::from_secs(i64::from(secs))
-                }
-                _ => true,
-            };
-        if !mine && !expired {
+        let may_take = || {
+            let mut observed = self.observed.lock().expect("not poisoned");
+            lapsed(&spec, &mut observed, Instant::now())
+        };
+        if !mine && !may_take() {
             return Ok(false);
         }
         let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!mine);
@@ -118,5 +150,71 @@ impl Elector {
             Err(e) if is_conflict(&e) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(by: &str, renewed: &str, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(by.into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(renewed.parse().unwrap())),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_released_lease_is_taken_at_once() {
+        let released = LeaseSpec::default();
+        assert!(lapsed(&released, &mut Observed::default(), Instant::now()));
+    }
+
+    #[test]
+    fn a_lease_renewed_long_ago_by_anothers_clock_is_not_taken_on_first_sight() {
+        // The holder's clock may be far behind ours: its renew time says nothing.
+        let lease = held("b", "2001-01-01T00:00:00Z", 3);
+        let mut observed = Observed::default();
+        let t0 = Instant::now();
+        assert!(!lapsed(&lease, &mut observed, t0));
+        assert!(!lapsed(&lease, &mut observed, t0 + Duration::from_secs(15)));
+        assert!(lapsed(&lease, &mut observed, t0 + Duration::from_secs(16)));
+    }
+
+    #[test]
+    fn a_renewal_starts_the_wait_again() {
+        let mut observed = Observed::default();
+        let t0 = Instant::now();
+        assert!(!lapsed(
+            &held("b", "2026-11-26T12:00:00Z", 3),
+            &mut observed,
+            t0
+        ));
+        let renewed = held("b", "2026-11-26T12:00:05Z", 3);
+        let t1 = t0 + Duration::from_secs(14);
+        assert!(!lapsed(&renewed, &mut observed, t1));
+        assert!(!lapsed(
+            &renewed,
+            &mut observed,
+            t1 + Duration::from_secs(15)
+        ));
+        assert!(lapsed(
+            &renewed,
+            &mut observed,
+            t1 + Duration::from_secs(16)
+        ));
+    }
+
+    #[test]
+    fn a_new_holder_is_a_change_too() {
+        let mut observed = Observed::default();
+        let t0 = Instant::now();
+        let same_time = "2026-11-26T12:00:00Z";
+        assert!(!lapsed(&held("b", same_time, 3), &mut observed, t0));
+        let later = t0 + Duration::from_secs(20);
+        assert!(!lapsed(&held("c", same_time, 4), &mut observed, later));
     }
 }
