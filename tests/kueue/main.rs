@@ -12,4 +12,5 @@ mod harness;
 mod world;
 
 mod kueue;
+mod order;
 mod sharing;

@@ -17,11 +17,11 @@ use crate::world::*;
 
 /// Sample a's cluster: a 1-CPU head and two 1-CPU workers (3 CPUs, 6 GiB); the other
 /// config's: a 1-CPU head and four 1-CPU workers (5 CPUs, 10 GiB).
-const CONFIG_A: &str = "rayjob-run-a.yaml";
+pub const CONFIG_A: &str = "rayjob-run-a.yaml";
 const RUN_B: &str = "rayjob-run-b.yaml";
 const OTHER: &str = "rayjob-other-config.yaml";
 
-fn rayshare_config(ns: &str) -> String {
+pub fn rayshare_config(ns: &str) -> String {
     format!(
         "sharedClusters:\n  kueue: admitSharedCluster\n  stopJobs:\n    intervalSeconds: 1\n\
          reclaim:\n  idleTtlSeconds: 3\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [{ns}]\n"
@@ -30,7 +30,7 @@ fn rayshare_config(ns: &str) -> String {
 
 /// A RayJob from a sample, submitted over HTTP (no submitter pod: without a Ray dashboard
 /// KubeRay keeps such a job Running), in Kueue queue `queue` (none: no label).
-async fn create_job(env: &TestEnv, file: &str, name: &str, labels: &[(&str, &str)]) -> Value {
+pub async fn create_job(env: &TestEnv, file: &str, name: &str, labels: &[(&str, &str)]) -> Value {
     let mut job = sample(file);
     job["metadata"]["name"] = json!(name);
     job["spec"]["submissionMode"] = json!("HTTPMode");
@@ -40,7 +40,7 @@ async fn create_job(env: &TestEnv, file: &str, name: &str, labels: &[(&str, &str
     create_in(&env.admin, &env.ns, job, false).await
 }
 
-fn selected(job: &Value) -> String {
+pub fn selected(job: &Value) -> String {
     let name = job["spec"]["clusterSelector"]["ray.io/cluster"].as_str();
     name.unwrap_or_else(|| panic!("not rewritten: {}", job["metadata"]))
         .to_string()
@@ -61,7 +61,7 @@ async fn job_state(env: &TestEnv, name: &str) -> String {
         .to_string()
 }
 
-async fn wait_job_state(env: &TestEnv, name: &str, state: &str) {
+pub async fn wait_job_state(env: &TestEnv, name: &str, state: &str) {
     wait_for_within(SLOW, &format!("RayJob {name} to be {state}"), || async {
         (job_state(env, name).await == state).then_some(())
     })
@@ -69,7 +69,7 @@ async fn wait_job_state(env: &TestEnv, name: &str, state: &str) {
 }
 
 /// The cluster's Workload once Kueue admitted it, with the cluster started (not suspended).
-async fn wait_admitted(env: &TestEnv, cluster: &str) -> Value {
+pub async fn wait_admitted(env: &TestEnv, cluster: &str) -> Value {
     wait_for_within(SLOW, &format!("Kueue to admit {cluster}"), || async {
         let c = get(env, &ray_cluster_resource(), cluster).await?;
         let uid = c["metadata"]["uid"].as_str()?;

@@ -364,7 +364,14 @@ pub fn needs_work(
         return true;
     };
     match kind {
-        Kind::RayJob => spec.ray_cluster_spec && !spec.cluster_selector,
+        // A job rayshare rewrote that Kueue's webhook then put in a queue is looked at again.
+        Kind::RayJob => {
+            let label = |k| labels::get(&head.view, labels::Meta::Labels, k).is_some();
+            (spec.ray_cluster_spec && !spec.cluster_selector)
+                || (spec.cluster_selector
+                    && label(labels::KUEUE_QUEUE)
+                    && label(labels::JOB_CLUSTER))
+        }
         Kind::Pod => {
             let scheduler = spec.scheduler_name.as_str();
             let grouped = cfg.pod_groups.enabled

@@ -54,6 +54,9 @@ fn world() -> crate::world::MemoryWorld {
 #[case::rayjob_selector(Kind::RayJob, json!({"spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), false)]
 #[case::rayjob_both(Kind::RayJob, json!({"spec": {"rayClusterSpec": {}, "clusterSelector": {}}}), false)]
 #[case::rayjob_null_spec(Kind::RayJob, json!({"spec": {"rayClusterSpec": null}}), false)]
+// Rewritten by rayshare, then put in a queue by Kueue's webhook: looked at again.
+#[case::rayjob_queued_after_rewrite(Kind::RayJob, json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "default", "rayshare.io/cluster": "x"}}, "spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), true)]
+#[case::rayjob_own_selector_in_a_queue(Kind::RayJob, json!({"metadata": {"labels": {"kueue.x-k8s.io/queue-name": "default"}}, "spec": {"clusterSelector": {"ray.io/cluster": "x"}}}), false)]
 fn triage(#[case] kind: Kind, #[case] object: Value, #[case] expected: bool) {
     let cfg = Config::default();
     let head = head(object);

@@ -10,6 +10,8 @@
 
 use serde_json::{Value, json};
 
+use super::copied::Copied;
+use super::{Plan, Rewrite, identity, provision};
 use crate::config::{Kueue, SharedClusters};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
@@ -67,6 +69,48 @@ pub fn into_kueue_cluster(job: &mut Value, queue: &str) {
         &queue,
     );
     job["spec"]["suspend"] = json!(false);
+}
+
+/// A job rayshare already rewrote that Kueue's webhook, called after rayshare's (its
+/// configuration's name sorts first), then put in a queue: its namespace's `default`
+/// LocalQueue. Suspended on an existing cluster, KubeRay would fail it. rayshare is called
+/// again (`reinvocationPolicy: IfNeeded`): under `admitSharedCluster` the job moves to that
+/// queue's shared cluster; under `skip` the rewrite cannot be undone, and the warning says
+/// how to order the webhooks. `None`: not such a job.
+pub fn queued_after_rewrite(job: &Value, namespace: &str, cfg: &SharedClusters) -> Option<Plan> {
+    let queue = labels::get(job, Meta::Labels, labels::KUEUE_QUEUE)?;
+    let selected = labels::selected_cluster(job)?;
+    if labels::get(job, Meta::Labels, labels::JOB_CLUSTER) != Some(selected) {
+        return None;
+    }
+    if cfg.kueue == Kueue::Skip {
+        return Some(Plan::Skip(Some(format!(
+            "rayshare: Kueue's webhook put this job in queue {queue} after rayshare sent it to shared RayCluster {selected}; KubeRay will fail it: order Kueue's mutating webhook before rayshare's (see rayshare's README, Kueue)"
+        ))));
+    }
+    let text = labels::get(job, Meta::Annotations, labels::CLUSTER_SPEC)?;
+    let spec: Value = serde_json::from_str(text).ok().filter(Value::is_object)?;
+    let copied = Copied::of(job, cfg);
+    let digest = identity::digest(&spec, &copied);
+    let name = identity::cluster_name(&digest);
+    let cluster = provision::cluster_object(&name, namespace, spec, &copied, &digest);
+    let mut moved = job.clone();
+    moved["spec"]["clusterSelector"] = json!({ labels::RAY_CLUSTER: name });
+    labels::set(&mut moved, Meta::Labels, labels::JOB_CLUSTER, &name);
+    into_kueue_cluster(&mut moved, queue);
+    let warnings = vec![
+        format!("rayshare: runs on shared RayCluster {name}"),
+        format!(
+            "rayshare: Kueue put this job in queue {queue} after rayshare's first look; it runs on that queue's shared cluster, which Kueue admits"
+        ),
+    ];
+    Some(Plan::Rewrite(Box::new(Rewrite {
+        job: moved,
+        cluster,
+        name,
+        digest,
+        warnings,
+    })))
 }
 
 #[cfg(test)]

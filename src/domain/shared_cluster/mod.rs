@@ -141,7 +141,8 @@ pub fn plan(
         return Err("RayJob has no spec object".into());
     };
     if spec.get("clusterSelector").is_some_and(|s| !s.is_null()) {
-        return Ok(Plan::Skip(None));
+        let requeued = kueue::queued_after_rewrite(job, namespace, cfg);
+        return Ok(requeued.unwrap_or(Plan::Skip(None)));
     }
     let Some(cluster_spec) = spec.get("rayClusterSpec").filter(|s| !s.is_null()) else {
         return Ok(Plan::Skip(None));

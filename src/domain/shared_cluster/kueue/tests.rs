@@ -156,3 +156,65 @@ fn seven_groups_are_shared() {
     written["spec"]["rayClusterSpec"]["workerGroupSpecs"] = worker_groups(7, "g0");
     assert!(matches!(planned(&written, &admitting()), Plan::Rewrite(_)));
 }
+
+/// What Kueue's webhook does to a job after rayshare's, in a namespace with a `default`
+/// LocalQueue.
+fn kueue_after(mut job: Value) -> Value {
+    labels::set(&mut job, Meta::Labels, labels::KUEUE_QUEUE, "default");
+    job["spec"]["suspend"] = json!(true);
+    job
+}
+
+#[test]
+fn a_job_kueue_queued_after_the_rewrite_moves_to_its_queues_cluster() {
+    let first = rewrite(&job(None));
+    let again = rewrite(&kueue_after(first.job.clone()));
+    // The very cluster a job labelled from the start gets.
+    assert_eq!(again.name, rewrite(&job(Some("default"))).name);
+    assert_ne!(again.name, first.name);
+    assert_eq!(
+        again.job["spec"]["clusterSelector"]["ray.io/cluster"],
+        again.name
+    );
+    assert_eq!(
+        labels::get(&again.job, Meta::Labels, labels::JOB_CLUSTER),
+        Some(again.name.as_str())
+    );
+    assert_eq!(
+        labels::get(&again.job, Meta::Labels, labels::KUEUE_QUEUE),
+        None
+    );
+    assert_eq!(again.job["spec"]["suspend"], false);
+    assert_eq!(again.cluster["spec"]["suspend"], true);
+    // The first look's runtime env and token stay.
+    assert_eq!(
+        again.job["spec"]["runtimeEnvYAML"],
+        first.job["spec"]["runtimeEnvYAML"]
+    );
+    // The provisioner makes it from the stored job.
+    let mut stored = again.job.clone();
+    stored["metadata"]["namespace"] = json!("ns");
+    let made = cluster_for_job(&stored, &admitting()).expect("a cluster");
+    assert_eq!(made["metadata"]["name"], again.name);
+    // And a third call changes nothing.
+    assert_eq!(planned(&again.job, &admitting()), Plan::Skip(None));
+}
+
+#[test]
+fn under_skip_a_job_kueue_queued_after_the_rewrite_is_warned_about() {
+    let first = match planned(&job(None), &SharedClusters::default()) {
+        Plan::Rewrite(r) => r.job,
+        other => panic!("expected a rewrite, got {other:?}"),
+    };
+    match planned(&kueue_after(first), &SharedClusters::default()) {
+        Plan::Skip(Some(why)) => assert!(why.contains("order Kueue's mutating webhook"), "{why}"),
+        other => panic!("expected a warning, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_job_selecting_a_cluster_of_its_own_choosing_is_not_moved() {
+    let mut own = job(Some("default"));
+    own["spec"]["clusterSelector"] = json!({"ray.io/cluster": "mine"});
+    assert_eq!(planned(&own, &admitting()), Plan::Skip(None));
+}
