@@ -14,12 +14,16 @@ use crate::cluster::*;
 use crate::harness::*;
 use crate::scheduling::group_name;
 
-/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
+/// (e) A thousand pods at once (25 creates in flight): every one accepted by Volcano's
 /// webhook, each in its own rayshare group. Times are measured and printed, not asserted.
+/// With 50 in flight the API server on 2 cores queued creates for up to 5 s, and now and
+/// then rayshare's own group create inside an admission ran out of its 3 s and failed open
+/// (one pod of a thousand, by design); the benchmark (`benches/bursts`) measures the
+/// heavier burst, this test what every pod gets.
 #[tokio::test]
 async fn a_thousand_pods_at_once_each_get_their_group() {
     const PODS: usize = 1000;
-    const IN_FLIGHT: usize = 50;
+    const IN_FLIGHT: usize = 25;
     let _volcano = &*VOLCANO;
     let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
     // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
