@@ -41,19 +41,22 @@ const MADE_RECENTLY: Duration = Duration::from_secs(10);
 /// A cluster whose create failed (a quota, a policy) is tried again at most this long
 /// after the last try: its jobs wait for it, and the quota may free at any moment.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Clusters looked at (and made) at once: a burst of new configs waits for one round
+/// trip, not one per config. A cluster is never looked at twice at once (the runner).
+const IN_FLIGHT: usize = 8;
 
 fn timeout(config: &Config) -> Duration {
     Duration::from_millis(config.shared_clusters.create_timeout_ms)
 }
 
-/// The shared-cluster provisioner, as the runner drives it: every replica, one cluster
-/// at a time.
+/// The shared-cluster provisioner, as the runner drives it: every replica, several
+/// clusters at once.
 struct Provisioner {
     world: Arc<KubeWorld>,
     config: Arc<Config>,
     metrics: Arc<Metrics>,
     /// Clusters this replica made a moment ago (not made again before the cache shows them).
-    made: tokio::sync::Mutex<HashMap<Key, Instant>>,
+    made: std::sync::Mutex<HashMap<Key, Instant>>,
 }
 
 pub fn spawn(
@@ -64,7 +67,7 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     let schedule = Schedule {
         resync: RESYNC,
-        concurrency: 1,
+        concurrency: IN_FLIGHT,
         leading: None,
         max_backoff: MAX_BACKOFF,
     };
@@ -87,9 +90,7 @@ impl Reconciler for Provisioner {
     }
 
     async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
-        let mut made = self.made.lock().await;
-        made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
-        look(&self.world, &self.config, &self.metrics, key, &mut made).await
+        look(&self.world, &self.config, &self.metrics, key, &self.made).await
     }
 
     fn passed(&self, metrics: &Metrics) {
@@ -127,7 +128,7 @@ async fn look(
     config: &Config,
     metrics: &Metrics,
     key: &Key,
-    made: &mut HashMap<Key, Instant>,
+    made: &std::sync::Mutex<HashMap<Key, Instant>>,
 ) -> Result<(), Failure> {
     let jobs = active_jobs(world, key);
     let (ns, name) = key;
@@ -138,7 +139,11 @@ async fn look(
         jobs: &jobs,
         cluster: cluster.as_ref(),
         went_idle: world.went_idle(ns, name),
-        made_recently: made.contains_key(key),
+        made_recently: {
+            let mut made = made.lock().expect("not poisoned");
+            made.retain(|_, at| at.elapsed() < MADE_RECENTLY);
+            made.contains_key(key)
+        },
     };
     match step(&seen, config, Timestamp::now()) {
         Step::Nothing => {}
@@ -151,6 +156,7 @@ async fn look(
         } => {
             tell_refused(world, metrics, name, &refused);
             if make(world, config, metrics, key, &jobs, cluster, &first_job).await? {
+                let mut made = made.lock().expect("not poisoned");
                 made.insert(key.clone(), Instant::now());
             }
         }

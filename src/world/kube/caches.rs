@@ -169,6 +169,7 @@ impl KubeWorld {
                     .min(config.indices.claim_in_flight_seconds.saturating_mul(1000)),
             ),
             events,
+            cluster_reads: Default::default(),
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

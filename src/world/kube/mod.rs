@@ -3,6 +3,7 @@
 mod caches;
 pub(crate) mod calls;
 mod claims;
+mod cluster_reads;
 pub mod events;
 mod job_index;
 mod pending;
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -42,6 +44,8 @@ pub struct KubeWorld {
     /// (`indices.claimTakeoverMs`).
     claim_takeover: Duration,
     events: Option<events::EventSink>,
+    /// Admission's reads of clusters the cache does not hold, shared.
+    cluster_reads: cluster_reads::ClusterReads,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
@@ -174,10 +178,20 @@ impl World for KubeWorld {
     ) -> Result<Option<ClusterInfo>, WorldError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &ray_cluster_resource());
-        let found = bounded(timeout, api.get_opt(name))
-            .await?
-            .map_err(to_world_error)?;
-        Ok(found.map(|c| ClusterInfo::from_value(&serde_json::to_value(c).unwrap_or_default())))
+        let name_owned = name.to_string();
+        let read = move || {
+            async move {
+                let found = bounded(timeout, api.get_opt(&name_owned))
+                    .await?
+                    .map_err(to_world_error)?;
+                let info =
+                    |c| ClusterInfo::from_value(&serde_json::to_value(c).unwrap_or_default());
+                Ok(found.map(info))
+            }
+            .boxed()
+        };
+        let key = (namespace.to_string(), name.to_string());
+        self.cluster_reads.get(key, read).await
     }
 
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize {
