@@ -75,14 +75,6 @@ async fn a_job_kueue_queues_after_rayshare_runs_on_that_queues_cluster() {
     wait_job_state(&env, "late", "Running").await;
     // rayshare looked twice: first an unqueued cluster, then, called again after Kueue's
     // webhook, the queue's.
-    let metrics = env.instances[0].metrics().await;
-    assert!(
-        metrics.contains("rayshare_objects_planned_total{kind=\"RayCluster\"} 2"),
-        "{}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("planned"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    let planned = "rayshare_objects_planned_total";
+    assert_metric(&env, planned, "{kind=\"RayCluster\"} 2").await;
 }

@@ -232,16 +232,7 @@ async fn a_preempted_shared_clusters_running_jobs_are_told() {
     })
     .await;
     assert!(note.contains(&low_cluster), "{note}");
-    let metrics = env.instances[0].metrics().await;
-    assert!(
-        metrics.contains("rayshare_jobs_cut_off_total 1"),
-        "{}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("cut_off"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_metric(&env, "rayshare_jobs_cut_off_total", " 1").await;
     // The job is still there to see (KubeRay may show it Running), and the waiting high
     // job's run starts.
     assert!(get(&env, &ray_job_resource(), "low").await.is_some());
@@ -258,4 +249,15 @@ async fn warning_on(env: &TestEnv, name: &str, reason: &str) -> Option<String> {
             && e.type_.as_deref() == Some("Warning");
         ours.then(|| e.note.unwrap_or_default())
     })
+}
+
+/// Asserts that rayshare's metrics show series `name` with `value` (`" 1"`,
+/// `"{kind=\"RayCluster\"} 2"`), printing the series of that name when not.
+pub async fn assert_metric(env: &TestEnv, name: &str, value: &str) {
+    let metrics = env.instances[0].metrics().await;
+    let series: Vec<&str> = metrics.lines().filter(|l| l.starts_with(name)).collect();
+    assert!(
+        series.contains(&format!("{name}{value}").as_str()),
+        "wanted {name}{value}, got {series:?}"
+    );
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::config::SharedClusters;
+use crate::config::{Kueue, SharedClusters};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 
@@ -43,7 +43,7 @@ impl Copied {
             annotations: pick(Meta::Annotations, &mut CLUSTER_ANNOTATIONS.into_iter()),
         };
         // The queue (and priority class) Kueue admits the shared cluster by.
-        if let Some(queue) = super::kueue::queue(job, cfg) {
+        if let Some(queue) = kueue_queue(job, cfg) {
             copied
                 .labels
                 .insert(labels::KUEUE_QUEUE.into(), json!(queue));
@@ -62,13 +62,23 @@ impl Copied {
     }
 }
 
+/// The Kueue queue a job's shared cluster is admitted in, under `admitSharedCluster`: the
+/// job's own label as written, or, on a rewritten job, the queue rayshare moved off it.
+pub fn kueue_queue<'a>(job: &'a Value, cfg: &SharedClusters) -> Option<&'a str> {
+    if cfg.kueue != Kueue::AdmitSharedCluster {
+        return None;
+    }
+    labels::get(job, Meta::Labels, labels::KUEUE_QUEUE)
+        .or_else(|| labels::get(job, Meta::Annotations, labels::KUEUE_QUEUE_OF_CLUSTER))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn admitting() -> SharedClusters {
         SharedClusters {
-            kueue: crate::config::Kueue::AdmitSharedCluster,
+            kueue: Kueue::AdmitSharedCluster,
             ..SharedClusters::default()
         }
     }

@@ -19,15 +19,7 @@ use crate::domain::labels::Meta;
 /// Most worker groups Kueue admits in one RayCluster (8 pod sets with the head).
 pub const MAX_WORKER_GROUPS: usize = 7;
 
-/// The Kueue queue a job's shared cluster is admitted in, under `admitSharedCluster`: the
-/// job's own label as written, or, on a rewritten job, the queue rayshare moved off it.
-pub fn queue<'a>(job: &'a Value, cfg: &SharedClusters) -> Option<&'a str> {
-    if cfg.kueue != Kueue::AdmitSharedCluster {
-        return None;
-    }
-    labels::get(job, Meta::Labels, labels::KUEUE_QUEUE)
-        .or_else(|| labels::get(job, Meta::Annotations, labels::KUEUE_QUEUE_OF_CLUSTER))
-}
+pub use super::copied::kueue_queue as queue;
 
 /// Why a job Kueue manages is left as written, if it is: sharing is off for Kueue, or
 /// Kueue would refuse its cluster (autoscaling, too many worker groups, one named head).
