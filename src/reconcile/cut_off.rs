@@ -37,12 +37,7 @@ pub fn spawn(
     every: Duration,
     leading: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let schedule = Schedule {
-        resync: every,
-        concurrency: 1,
-        leading: Some(leading),
-        max_backoff: runner::MAX_BACKOFF,
-    };
+    let schedule = Schedule::while_leading(every, leading);
     let cut_off = CutOff {
         world,
         config,

@@ -47,12 +47,7 @@ pub fn spawn(
     metrics: Arc<Metrics>,
     wakeups: UnboundedReceiver<Key>,
 ) -> tokio::task::JoinHandle<()> {
-    let schedule = Schedule {
-        resync: RESYNC,
-        concurrency: IN_FLIGHT,
-        leading: None,
-        max_backoff: runner::MAX_BACKOFF,
-    };
+    let schedule = Schedule::every_replica(RESYNC, IN_FLIGHT, runner::MAX_BACKOFF);
     let provisioner = GroupProvisioner {
         world,
         config,

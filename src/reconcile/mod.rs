@@ -222,12 +222,7 @@ pub fn spawn_all(
     }
     // The leader's sweeps, each a pass over everything of its kind.
     let [pod_groups, index_claims, clusters] = schedules;
-    let schedule = |every| runner::Schedule {
-        resync: every,
-        concurrency: 1,
-        leading: Some(leading.clone()),
-        max_backoff: runner::MAX_BACKOFF,
-    };
+    let schedule = |every| runner::Schedule::while_leading(every, leading.clone());
     let ctx = (client, config, metrics.clone(), world);
     if let Some(every) = pod_groups {
         let ctx = ctx.clone();

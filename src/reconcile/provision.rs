@@ -65,12 +65,7 @@ pub fn spawn(
     metrics: Arc<Metrics>,
     wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
 ) -> tokio::task::JoinHandle<()> {
-    let schedule = Schedule {
-        resync: RESYNC,
-        concurrency: IN_FLIGHT,
-        leading: None,
-        max_backoff: MAX_BACKOFF,
-    };
+    let schedule = Schedule::every_replica(RESYNC, IN_FLIGHT, MAX_BACKOFF);
     let provisioner = Provisioner {
         world,
         config,

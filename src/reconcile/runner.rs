@@ -57,6 +57,28 @@ pub struct Schedule {
     pub max_backoff: Duration,
 }
 
+impl Schedule {
+    /// On every replica, `concurrency` keys at once (the provisioners).
+    pub fn every_replica(resync: Duration, concurrency: usize, max_backoff: Duration) -> Self {
+        Self {
+            resync,
+            concurrency,
+            leading: None,
+            max_backoff,
+        }
+    }
+
+    /// While this replica leads, one key at a time.
+    pub fn while_leading(resync: Duration, leading: watch::Receiver<bool>) -> Self {
+        Self {
+            resync,
+            concurrency: 1,
+            leading: Some(leading),
+            max_backoff: MAX_BACKOFF,
+        }
+    }
+}
+
 pub fn spawn<R: Reconciler>(
     reconciler: Arc<R>,
     schedule: Schedule,
@@ -304,12 +326,7 @@ mod tests {
         let flaky = Arc::new(Flaky::default());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let metrics = Arc::new(Metrics::default());
-        let schedule = Schedule {
-            resync: Duration::from_secs(3600),
-            concurrency: 4,
-            leading: None,
-            max_backoff: MAX_BACKOFF,
-        };
+        let schedule = Schedule::every_replica(Duration::from_secs(3600), 4, MAX_BACKOFF);
         let task = spawn(flaky.clone(), schedule, Some(rx), metrics.clone());
         // The first resync tick looks at every key; then only `a`, at 1 s and 2 s later.
         tokio::time::sleep(Duration::from_secs(10)).await;
@@ -333,12 +350,7 @@ mod tests {
         let flaky = Arc::new(Flaky::default());
         let (_tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let (lead, leading) = watch::channel(false);
-        let schedule = Schedule {
-            resync: Duration::from_secs(1),
-            concurrency: 1,
-            leading: Some(leading),
-            max_backoff: MAX_BACKOFF,
-        };
+        let schedule = Schedule::while_leading(Duration::from_secs(1), leading);
         let task = spawn(
             flaky.clone(),
             schedule,

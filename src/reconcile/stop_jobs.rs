@@ -53,12 +53,8 @@ pub fn spawn(
     leading: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let cfg = &config.shared_clusters.stop_jobs;
-    let schedule = Schedule {
-        resync: Duration::from_secs(cfg.interval_seconds),
-        concurrency: 1,
-        leading: Some(leading),
-        max_backoff: runner::MAX_BACKOFF,
-    };
+    let resync = Duration::from_secs(cfg.interval_seconds);
+    let schedule = Schedule::while_leading(resync, leading);
     let stopper = StopJobs {
         dashboard: Dashboard::new(Duration::from_millis(cfg.timeout_ms)),
         world,
