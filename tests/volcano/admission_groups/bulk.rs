@@ -15,7 +15,8 @@ use crate::harness::*;
 use crate::scheduling::group_name;
 
 /// (e) A thousand pods at once (25 creates in flight): every one accepted by Volcano's
-/// webhook, each in its own rayshare group. Times are measured and printed, not asserted.
+/// webhook, each in its own rayshare group but for rare counted fail-opens (at most 1%).
+/// Times are measured and printed, not asserted.
 /// With 50 in flight the API server on 2 cores queued creates for up to 5 s, and now and
 /// then rayshare's own group create inside an admission ran out of its 3 s and failed open
 /// (one pod of a thousand, by design); the benchmark (`benches/bursts`) measures the
@@ -78,14 +79,45 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         refused.len(),
         &refused[..refused.len().min(5)]
     );
+    // A pod whose group could not be made within rayshare's budget passes unchanged
+    // (fail-open, counted by rayshare, or by the API server when its call to rayshare
+    // timed out; Volcano's own controller groups it). On these 2 cores a stall of a few
+    // seconds does that to a few pods now and then: each must be a counted fail-open, and
+    // they must stay rare.
+    let count = |metrics: &str, series: &str, with: &[&str]| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(series) && with.iter().all(|w| l.contains(w)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let ours = env.instances[0].metrics().await;
+    let request = axum::http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap();
+    let api_server = env.admin.request_text(request).await.unwrap_or_default();
+    let failed_open = count(
+        &ours,
+        "rayshare_admission_requests_total{",
+        &["kind=\"Pod\"", "outcome=\"failed_open\""],
+    ) + count(
+        &api_server,
+        "apiserver_admission_webhook_fail_open_count{",
+        &["rayshare"],
+    );
     assert!(
-        ungrouped.is_empty(),
-        "{} without their group: {:?}",
+        ungrouped.len() as f64 <= failed_open && ungrouped.len() * 100 <= PODS,
+        "{} without their group ({failed_open} counted fail-opens): {:?}",
         ungrouped.len(),
         &ungrouped[..ungrouped.len().min(5)]
     );
+    let grouped: Vec<Pod> = created
+        .into_iter()
+        .filter(|p| !ungrouped.contains(&p.name_any()))
+        .collect();
+    let created = grouped;
 
-    let groups = one_group_each(&env, &created).await;
+    let groups = one_group_each(&env, &created, 2 * ungrouped.len()).await;
     eprintln!(
         "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
         started.elapsed().as_secs_f64()
