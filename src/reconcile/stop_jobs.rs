@@ -194,6 +194,7 @@ impl Look<'_> {
         let stored = self.world.stored_jobs();
         let stored = stored
             .iter()
+            .filter(|j| j.namespace().as_deref() == Some(ns))
             .filter_map(|j| serde_json::to_value(j.as_ref()).ok());
         let known = job_life::by_token(stored, ns);
         let instance = &self.config.instance;
