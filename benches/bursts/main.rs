@@ -165,7 +165,7 @@ fn main() {
     if wanted("slice") {
         out.extend([
             String::new(),
-            format!("A multi-host slice: {} worker pods of one `numOfHosts: 4` group (64 replicas) created at once ({CONCURRENCY} creates in flight), alternating between the rayshare replicas; time from the burst's start to each create answered. Floor: the same burst into a namespace no webhook serves, just before and just after; wall / floor is against their mean. Lease calls: every client's, during the burst.", 64 * 4),
+            format!("A multi-host slice: {} worker pods of one `numOfHosts: 4` group (64 replicas) created at once ({CONCURRENCY} creates in flight), alternating between the rayshare replicas; time from the burst's start to each create answered. Each round: the floor (the same burst into a namespace no webhook serves, just before and just after; wall / floor is against their mean), the webhook call alone, then indexed, on a new cluster. Lease calls: every client's, during the burst (`409`: a create that lost a race).", 64 * 4),
             String::new(),
             "| burst | pods | indexed | p50 | p99 | wall | wall / floor | duplicate slots | Lease calls / pod |".into(),
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
