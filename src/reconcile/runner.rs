@@ -9,7 +9,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -79,6 +80,10 @@ impl Schedule {
     }
 }
 
+/// Runs `reconciler` on its own task. A woken key starts as soon as fewer than
+/// `concurrency` looks are under way, whatever else is running: waiting for a whole
+/// batch to end held a new config's cluster behind another's create. A key is never
+/// looked at twice at once; woken during its look, it is looked at again after it.
 pub fn spawn<R: Reconciler>(
     reconciler: Arc<R>,
     schedule: Schedule,
@@ -94,9 +99,49 @@ pub fn spawn<R: Reconciler>(
         } = schedule;
         let mut resync = resync_every(resync);
         let mut backoff = Backoff::up_to(max_backoff);
+        let mut queued: BTreeSet<Key> = BTreeSet::new();
+        // Keys under way, and those woken meanwhile (looked at again once done).
+        let mut running: BTreeSet<Key> = BTreeSet::new();
+        let mut again: BTreeSet<Key> = BTreeSet::new();
+        let mut looks = FuturesUnordered::new();
+        let mut looked_since_pass = false;
         loop {
+            let leads = leading.as_ref().is_none_or(|l| *l.borrow());
+            if !leads {
+                queued.clear();
+                again.clear();
+            }
+            while looks.len() < concurrency.max(1) {
+                let Some(key) = queued.pop_first() else { break };
+                if backoff.waiting(&key) {
+                    continue;
+                }
+                running.insert(key.clone());
+                let reconciler = &reconciler;
+                let span = tracing::info_span!("reconcile", kind = reconciler.kind(), namespace = %key.0, name = %key.1);
+                looks.push(
+                    async move {
+                        let result = reconciler.reconcile(&key).await;
+                        (key, result)
+                    }
+                    .instrument(span),
+                );
+            }
             let retry_at = backoff.next_due();
-            let keys: BTreeSet<Key> = tokio::select! {
+            let woken: BTreeSet<Key> = tokio::select! {
+                Some((key, result)) = looks.next(), if !looks.is_empty() => {
+                    running.remove(&key);
+                    looked_since_pass = true;
+                    match result {
+                        Ok(()) => backoff.clear(&key),
+                        Err(failure) => {
+                            let wait = backoff.failed(&key);
+                            tracing::warn!(kind = reconciler.kind(), namespace = %key.0, name = %key.1, error = %failure.error, retry_in = ?wait, "reconcile failed");
+                            metrics.error(failure.cause);
+                        }
+                    }
+                    again.take(&key).into_iter().collect()
+                }
                 keys = next_keys(&mut wakeups, &mut resync, || reconciler.all()) => {
                     match keys { Some(keys) => keys, None => return }
                 }
@@ -108,40 +153,24 @@ pub fn spawn<R: Reconciler>(
                     reconciler.all().into_iter().collect()
                 }
             };
-            if leading.as_ref().is_some_and(|l| !*l.borrow()) {
-                continue;
-            }
-            let keys: Vec<Key> = keys.into_iter().filter(|k| !backoff.waiting(k)).collect();
-            let looked: Vec<(Key, Result<(), Failure>)> = stream::iter(keys)
-                .map(|key| {
-                    let reconciler = &reconciler;
-                    let span = tracing::info_span!("reconcile", kind = reconciler.kind(), namespace = %key.0, name = %key.1);
-                    async move {
-                        let result = reconciler.reconcile(&key).await;
-                        (key, result)
-                    }
-                    .instrument(span)
-                })
-                .buffer_unordered(concurrency.max(1))
-                .collect()
-                .await;
-            for (key, result) in looked {
-                match result {
-                    Ok(()) => backoff.clear(&key),
-                    Err(failure) => {
-                        let wait = backoff.failed(&key);
-                        tracing::warn!(kind = reconciler.kind(), namespace = %key.0, name = %key.1, error = %failure.error, retry_in = ?wait, "reconcile failed");
-                        metrics.error(failure.cause);
-                    }
+            for key in woken {
+                if running.contains(&key) {
+                    again.insert(key);
+                } else {
+                    queued.insert(key);
                 }
             }
-            metrics
-                .reconcile_passes
-                .get_or_create(&KindLabel {
-                    kind: reconciler.kind(),
-                })
-                .inc();
-            reconciler.passed(&metrics);
+            // A pass: every key woken so far has been looked at.
+            if looked_since_pass && looks.is_empty() && queued.is_empty() {
+                looked_since_pass = false;
+                metrics
+                    .reconcile_passes
+                    .get_or_create(&KindLabel {
+                        kind: reconciler.kind(),
+                    })
+                    .inc();
+                reconciler.passed(&metrics);
+            }
         }
     })
 }
@@ -342,6 +371,56 @@ mod tests {
             text.contains("rayshare_errors_total{cause=\"reconcile_list\"} 2"),
             "{text}"
         );
+        task.abort();
+    }
+
+    /// `slow` takes a minute to look at; every look is recorded when it starts and ends.
+    #[derive(Default)]
+    struct Slow {
+        looks: Mutex<Vec<String>>,
+    }
+
+    impl Reconciler for Slow {
+        fn kind(&self) -> &'static str {
+            "Test"
+        }
+
+        fn all(&self) -> Vec<Key> {
+            vec![]
+        }
+
+        async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
+            self.looks.lock().unwrap().push(format!("{} start", key.1));
+            if key.1 == "slow" {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            self.looks.lock().unwrap().push(format!("{} end", key.1));
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_woken_key_starts_at_once_beside_a_slow_one_and_never_twice_at_once() {
+        let slow = Arc::new(Slow::default());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let schedule = Schedule::every_replica(Duration::from_secs(3600), 4, MAX_BACKOFF);
+        let task = spawn(
+            slow.clone(),
+            schedule,
+            Some(rx),
+            Arc::new(Metrics::default()),
+        );
+        tx.send(key("slow")).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tx.send(key("fast")).unwrap();
+        tx.send(key("slow")).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let seen = slow.looks.lock().unwrap().clone();
+        assert_eq!(seen, ["slow start", "fast start", "fast end"]);
+        // Woken during its look: looked at once more, after it.
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        let seen = slow.looks.lock().unwrap().clone();
+        assert_eq!(seen[3..], ["slow end", "slow start"]);
         task.abort();
     }
 
