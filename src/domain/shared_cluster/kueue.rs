@@ -19,8 +19,6 @@ use crate::domain::labels::Meta;
 /// Most worker groups Kueue admits in one RayCluster (8 pod sets with the head).
 pub const MAX_WORKER_GROUPS: usize = 7;
 
-pub use super::copied::kueue_queue as queue;
-
 /// Why a job Kueue manages is left as written, if it is: sharing is off for Kueue, or
 /// Kueue would refuse its cluster (autoscaling, too many worker groups, one named head).
 pub fn blocker(job: &Value, cfg: &SharedClusters) -> Option<String> {

@@ -282,7 +282,7 @@ pub fn plan(
         labels::CLUSTER_SPEC,
         &spec_text,
     );
-    if let Some(queue) = kueue::queue(job, cfg) {
+    if let Some(queue) = copied::kueue_queue(job, cfg) {
         kueue::into_kueue_cluster(&mut new_job, queue);
         warnings.push(format!(
             "rayshare: Kueue admits the shared cluster in queue {queue}; the job waits for it and is not charged again"

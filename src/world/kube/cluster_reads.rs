@@ -52,8 +52,13 @@ impl ClusterReads {
                 .or_insert_with(|| read().shared())
                 .clone()
         };
-        let found = shared.await;
-        self.in_flight.lock().expect("not poisoned").remove(&key);
+        let found = shared.clone().await;
+        // Only this read's entry: a later read of the key may have taken its place.
+        let mut in_flight = self.in_flight.lock().expect("not poisoned");
+        if in_flight.get(&key).is_some_and(|r| r.ptr_eq(&shared)) {
+            in_flight.remove(&key);
+        }
+        drop(in_flight);
         if matches!(found, Ok(None)) {
             let mut absent = self.absent.lock().expect("not poisoned");
             absent.insert(key, Instant::now());

@@ -111,11 +111,10 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         ungrouped.len(),
         &ungrouped[..ungrouped.len().min(5)]
     );
-    let grouped: Vec<Pod> = created
+    let created: Vec<Pod> = created
         .into_iter()
         .filter(|p| !ungrouped.contains(&p.name_any()))
         .collect();
-    let created = grouped;
 
     let groups = one_group_each(&env, &created, 2 * ungrouped.len()).await;
     eprintln!(
