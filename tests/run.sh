@@ -16,6 +16,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*" >&2; }
 start=$SECONDS
 
+# A full disk shows up as a linker or rustc I/O error deep in a build; say it up front.
+free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+echo "free disk here: $((free_kb / 1024 / 1024)) GiB" >&2
+
 step "building the local control plane (kube-apiserver + etcd; cached after the first build)"
 t=$SECONDS; bash tests/controlplane/build.sh >/dev/null; echo "control plane ready in $((SECONDS - t))s" >&2
 step "building helm (cached after the first build)"
