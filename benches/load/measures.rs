@@ -172,18 +172,15 @@ impl Bench {
         let paused = (server.name == "floor").then_some(self.paused_during_floor.get());
         let signal = |sig| {
             if let Some(Some(pid)) = paused {
-                // SAFETY: signalling our own child by pid.
-                unsafe {
-                    libc::kill(pid as i32, sig);
-                }
+                sys::signal(pid, sig);
             }
         };
         while attempts <= retries {
             attempts += 1;
             let before = (server.name == "rayshare").then(|| self.api_requests());
-            signal(libc::SIGSTOP);
+            signal(sys::Signal::SIGSTOP);
             let r = run();
-            signal(libc::SIGCONT);
+            signal(sys::Signal::SIGCONT);
             let api = before.map(|b| cluster::delta(&b, &self.api_requests()));
             let other = r.other_cores();
             if best.as_ref().is_none_or(|(b, _)| other < b.other_cores()) {

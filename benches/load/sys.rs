@@ -1,32 +1,37 @@
 //! Processes, CPU affinity and /proc readings.
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+pub use nix::sys::signal::Signal;
+
+/// Sends `sig` to our own child `pid` (one that has exited is no error worth telling).
+pub fn signal(pid: u32, sig: Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+}
+
 /// Pins the calling thread (and so every thread or process it creates afterwards) to `cpus`.
 pub fn pin(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t is valid, CPU_SET stays within it for small indices, and
-    // sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        let rc = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(rc, 0, "sched_setaffinity({cpus:?}) failed");
+    use nix::sched::{CpuSet, sched_setaffinity};
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c).expect("a CPU index within the set");
     }
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .unwrap_or_else(|e| panic!("sched_setaffinity({cpus:?}) failed: {e}"));
 }
 
 /// Gives the calling thread SCHED_FIFO priority 10 if the process may (root); else nothing.
 pub fn realtime_priority() {
-    // SAFETY: sched_param is plain data; sched_setscheduler only reads it.
-    unsafe {
-        let param = libc::sched_param { sched_priority: 10 };
-        let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
-    }
+    use thread_priority::{
+        RealtimeThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let priority = ThreadPriority::Crossplatform(10u8.try_into().expect("within 0..=99"));
+    let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+    let _ = set_thread_priority_and_policy(thread_native_id(), priority, fifo);
 }
 
 /// Waits (up to `max`) until the machine's CPUs are busy with less than `cores` of
@@ -47,8 +52,7 @@ pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped, and receives
-/// SIGTERM if this process dies first.
+/// A child process that is stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct Proc {
     pub name: String,
     child: Child,
@@ -56,13 +60,6 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(name: &str, cmd: &mut Command) -> Self {
-        // SAFETY: prctl is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
@@ -90,10 +87,7 @@ impl Proc {
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
-        // SAFETY: signalling our own child by pid.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
+        signal(self.child.id(), Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -147,8 +141,7 @@ fn stat_cpu_ns(pid: u32) -> u64 {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: u64 =
         fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = procfs::ticks_per_second().max(1);
     ticks * 1_000_000_000 / hz
 }
 
@@ -165,8 +158,7 @@ pub fn system_cpu_ns() -> u64 {
         .collect();
     // user nice system idle iowait irq softirq steal
     let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| v.get(i)).sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = procfs::ticks_per_second().max(1);
     busy * 1_000_000_000 / hz
 }
 

@@ -153,6 +153,14 @@ async fn a_foreign_cluster_is_not_taken_over_and_dry_run_creates_nothing() {
         "spec": sample("rayjob-other-config.yaml")["spec"]["rayClusterSpec"].clone()});
     foreign["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = json!([]);
     apply(&env.admin, &foreign).await;
+    // The probe's read found the name free, and that stands for a second (one read answers
+    // a burst); until then, or until the watch shows the squatter, admission cannot know
+    // of it (README, Security). Dry runs until rayshare's answer shows it knows.
+    wait_for("rayshare to see the foreign cluster", || async {
+        let dry = create_job(&env, sample("rayjob-run-a.yaml"), "probe", true).await;
+        dry["spec"].get("clusterSelector").is_none().then_some(())
+    })
+    .await;
     let job = create_job(&env, sample("rayjob-run-a.yaml"), "a0-0", false).await;
     assert!(
         job["spec"].get("clusterSelector").is_none(),
