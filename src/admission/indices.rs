@@ -66,6 +66,7 @@ impl<W: World> Work<'_, W> {
             shape,
             admission_uid: self.req.uid.clone(),
             dry_run: self.req.dry_run,
+            instance: self.cfg.instance.clone(),
         };
         match self
             .world

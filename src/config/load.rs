@@ -137,6 +137,13 @@ impl Config {
         if self.indices.claim_in_flight_seconds == 0 {
             return invalid("indices.claimInFlightSeconds", "must be positive");
         }
+        // The sweep would release a claim whose pod is still on its way: two pods, one slot.
+        if self.indices.claim_grace_seconds < self.indices.claim_in_flight_seconds {
+            return invalid(
+                "indices.claimGraceSeconds",
+                "must be at least indices.claimInFlightSeconds",
+            );
+        }
         if self.indices.claim_takeover_ms == 0 {
             return invalid("indices.claimTakeoverMs", "must be positive");
         }

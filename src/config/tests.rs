@@ -58,6 +58,10 @@ fn partial_sections_keep_other_defaults() {
     "indices:\n  claimInFlightSeconds: 0\n",
     "indices.claimInFlightSeconds"
 )]
+#[case(
+    "indices:\n  claimGraceSeconds: 2\n  claimInFlightSeconds: 10\n",
+    "indices.claimGraceSeconds"
+)]
 #[case("reclaim:\n  quietSeconds: 0\n", "reclaim.quietSeconds")]
 fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
     let err = Config::parse(text).unwrap_err().to_string();

@@ -87,16 +87,23 @@ fn slot_key(namespace: Option<&String>, l: &BTreeMap<String, String>) -> Option<
     ))
 }
 
-/// Per-host claims past their grace whose slot no pod holds: to delete. A claim whose
-/// labels do not name a slot is left alone (not one rayshare could have made).
+/// Per-host claims of installation `instance` past their grace whose slot no pod holds:
+/// to delete. A claim whose labels do not name a slot is left alone (not one rayshare
+/// could have made); so is another installation's, judged by its own grace. A claim with
+/// no installation label was made by a release before it had one: anyone's.
 pub fn stale_claims<'a>(
     claims: &'a [ObjectMeta],
     held: &HashSet<SlotKey>,
-    grace: Duration,
+    (instance, grace): (&str, Duration),
     now: Timestamp,
 ) -> Vec<&'a ObjectMeta> {
+    let ours = |c: &ObjectMeta| {
+        let made_by = c.labels.as_ref().and_then(|l| l.get(labels::INSTANCE));
+        made_by.is_none_or(|i| i == instance)
+    };
     claims
         .iter()
+        .filter(|c| ours(c))
         .filter(|c| age(c, now) > grace)
         .filter(|c| slot_held(c).is_some_and(|k| !held.contains(&k)))
         .collect()
@@ -232,8 +239,30 @@ mod tests {
             slot_labels(meta("a", "other-cluster", 600), "d", 0, 1),
             meta("a", "no-slot", 600),
         ];
-        let stale = stale_claims(&claims, &held, Duration::from_secs(60), now());
+        let stale = stale_claims(&claims, &held, ("rs", Duration::from_secs(60)), now());
         assert_eq!(names(&stale), ["free", "other-cluster"]);
+    }
+
+    #[test]
+    fn another_installations_claims_are_its_own_to_judge() {
+        let by = |m: ObjectMeta, instance: &str| {
+            let mut m = slot_labels(m, "c", 0, 1);
+            let l = m.labels.as_mut().unwrap();
+            l.insert(labels::INSTANCE.into(), instance.into());
+            m
+        };
+        let claims = [
+            by(meta("a", "ours", 600), "rs"),
+            by(meta("a", "theirs", 600), "other"),
+            slot_labels(meta("a", "older-release", 600), "c", 0, 2),
+        ];
+        let stale = stale_claims(
+            &claims,
+            &HashSet::new(),
+            ("rs", Duration::from_secs(60)),
+            now(),
+        );
+        assert_eq!(names(&stale), ["ours", "older-release"]);
     }
 
     #[test]

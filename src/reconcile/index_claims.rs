@@ -19,10 +19,15 @@ use crate::metrics::Metrics;
 use crate::world::kube::lease_resource;
 
 /// One pass; the runner retries a failed one with backoff.
-pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(), kube::Error> {
+pub async fn pass(
+    client: &Client,
+    cfg: &Indices,
+    instance: &str,
+    metrics: &Metrics,
+) -> Result<(), kube::Error> {
     let resource = lease_resource();
     let leases: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let grace = Duration::from_secs(cfg.claim_grace_seconds);
+    let judge = (instance, Duration::from_secs(cfg.claim_grace_seconds));
     let per_host = format!("{INDEX_CLAIM}=true,!{}", labels::CLAIM_HOSTS);
     let claims: Vec<_> = list_metadata(&leases, ListParams::default().labels(&per_host))
         .await?
@@ -31,7 +36,7 @@ pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(
         .collect();
     let now = Timestamp::now();
     // Nothing old enough to judge: no need to list the pods.
-    if orphans::stale_claims(&claims, &HashSet::new(), grace, now).is_empty() {
+    if orphans::stale_claims(&claims, &HashSet::new(), judge, now).is_empty() {
         return Ok(());
     }
     let pods: Api<Pod> = Api::all(client.clone());
@@ -41,7 +46,7 @@ pub async fn pass(client: &Client, cfg: &Indices, metrics: &Metrics) -> Result<(
         .iter()
         .filter_map(|p| orphans::slot_held(&p.metadata))
         .collect();
-    for claim in orphans::stale_claims(&claims, &held, grace, now) {
+    for claim in orphans::stale_claims(&claims, &held, judge, now) {
         let reason = "no pod holds its slot";
         delete_exact(client, &resource, claim, "IndexClaim", reason, metrics).await;
     }

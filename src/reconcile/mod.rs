@@ -239,7 +239,7 @@ pub fn spawn_all(
         let ctx = ctx.clone();
         let pass = move || {
             let (client, config, metrics, _) = ctx.clone();
-            async move { index_claims::pass(&client, &config.indices, &metrics).await }
+            async move { index_claims::pass(&client, &config.indices, &config.instance, &metrics).await }
         };
         tasks.push(sweep("IndexClaim", pass, schedule(every), &metrics));
     }

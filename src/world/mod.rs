@@ -71,6 +71,8 @@ pub struct IndexRequest {
     pub shape: WorkerGroup,
     pub admission_uid: String,
     pub dry_run: bool,
+    /// The installation admitting (its sweep releases only its own claims).
+    pub instance: String,
 }
 
 pub trait World: Send + Sync + 'static {

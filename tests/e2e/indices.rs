@@ -87,7 +87,7 @@ async fn create_workers(
 async fn concurrent_workers_on_two_instances_get_unique_indices() {
     // 128 creates at once, with the other tests, on 2 cores: budgets that leave the
     // claims time (this test is about uniqueness; a claim that times out fails open).
-    let config = "admissionTimeoutMs: 15000\nindices:\n  claimTimeoutMs: 15000\n  claimGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n  setHostname: true\n  tpuEnv: true\n";
+    let config = "admissionTimeoutMs: 15000\nindices:\n  claimTimeoutMs: 15000\n  reconcileIntervalSeconds: 1\n  setHostname: true\n  tpuEnv: true\n";
     let mut env = TestEnv::new("indices", config, 2).await;
     let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "tpu", "namespace": env.ns},

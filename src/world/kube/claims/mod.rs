@@ -53,6 +53,7 @@ fn lease_object(r: &IndexRequest, name: &str) -> Value {
         "labels": {
             labels::MANAGED_BY: labels::MANAGER,
             INDEX_CLAIM: "true",
+            labels::INSTANCE: r.instance,
             labels::RAY_CLUSTER: r.cluster,
             labels::RAY_GROUP: r.group,
         },
