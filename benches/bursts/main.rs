@@ -34,6 +34,9 @@ mod cluster;
 #[path = "../../tests/e2e/harness/mod.rs"]
 #[allow(dead_code)]
 mod harness;
+#[path = "../load/sys.rs"]
+#[allow(dead_code)]
+mod sys;
 #[path = "../../tests/volcano/cluster.rs"]
 #[allow(dead_code)]
 mod volcano;
@@ -167,8 +170,8 @@ fn main() {
             String::new(),
             format!("A multi-host slice: {} worker pods of one `numOfHosts: 4` group (64 replicas) created at once ({CONCURRENCY} creates in flight), alternating between the rayshare replicas; time from the burst's start to each create answered. Each round: the floor (the same burst into a namespace no webhook serves, just before and just after; wall / floor is against their mean), the webhook call alone, then indexed, on a new cluster. Lease calls: every client's, during the burst (`409`: a create that lost a race).", 64 * 4),
             String::new(),
-            "| burst | pods | indexed | p50 | p99 | wall | wall / floor | duplicate slots | Lease calls / pod |".into(),
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+            "| burst | pods | indexed | p50 | p99 | wall | wall / floor | machine CPU / floor | duplicate slots | Lease calls / pod |".into(),
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
         ]);
         // RAYSHARE_OLD_SLICE_BIN: a build to compare with, in the same run.
         let old = std::env::var("RAYSHARE_OLD_SLICE_BIN").ok();

@@ -22,6 +22,8 @@ const PODS: usize = REPLICAS * HOSTS;
 struct Burst {
     latencies: Latencies,
     wall: Duration,
+    /// CPU time of the whole machine during the burst: API server, etcd, rayshare, client.
+    cpu: Duration,
     indexed: usize,
     duplicates: usize,
     lease_calls: BTreeMap<String, u64>,
@@ -31,6 +33,7 @@ impl Burst {
     /// Creates `pods` in `namespace`, CONCURRENCY at a time, counting Lease calls.
     async fn run(client: &kube::Client, namespace: &str, pods: Vec<Value>) -> Self {
         let started = Instant::now();
+        let cpu_before = crate::sys::system_cpu_ns();
         let (created, lease_calls) = counting_by_verb(client, "leases", async {
             stream::iter(pods)
                 .map(|o| async move {
@@ -43,6 +46,7 @@ impl Burst {
         })
         .await;
         let wall = started.elapsed();
+        let cpu = Duration::from_nanos(crate::sys::system_cpu_ns().saturating_sub(cpu_before));
         let mut slots = BTreeSet::new();
         let mut indexed = 0;
         let mut latencies = Vec::new();
@@ -59,26 +63,51 @@ impl Burst {
         Self {
             latencies: Latencies::new(latencies),
             wall,
+            cpu,
             indexed,
             duplicates: indexed - slots.len(),
             lease_calls,
         }
     }
 
-    fn row(&self, label: &str, floor: Option<Duration>) -> String {
-        let ratio = floor.map_or("1".into(), |f| {
-            format!("{:.2}", self.wall.as_secs_f64() / f.as_secs_f64())
-        });
+    fn row(&self, label: &str, floor: &Floor) -> String {
         format!(
-            "| {label} | {} | {} | {} | {} | {} | {ratio} | {} | {} |",
+            "| {label} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} |",
             self.latencies.0.len(),
             self.indexed,
             self.latencies.q(0.5),
             self.latencies.q(0.99),
             ms(self.wall),
+            floor.wall_ratio(self),
+            floor.cpu_ratio(self),
             self.duplicates,
             per_pod(&self.lease_calls, PODS),
         )
+    }
+}
+
+/// The same burst into a namespace no webhook serves: the mean of one just before and one
+/// just after.
+struct Floor {
+    wall: Duration,
+    cpu: Duration,
+}
+
+impl Floor {
+    fn of(before: &Burst, after: &Burst) -> Self {
+        Self {
+            wall: (before.wall + after.wall) / 2,
+            cpu: (before.cpu + after.cpu) / 2,
+        }
+    }
+
+    fn wall_ratio(&self, b: &Burst) -> f64 {
+        b.wall.as_secs_f64() / self.wall.as_secs_f64()
+    }
+
+    /// Whether a slower burst waited or worked: the machine's CPU time against the floor's.
+    fn cpu_ratio(&self, b: &Burst) -> f64 {
+        b.cpu.as_secs_f64() / self.cpu.as_secs_f64().max(1e-9)
     }
 }
 
@@ -176,7 +205,8 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
     create_namespace(&env.admin, &floor_ns, &[]).await;
     let label = format!("rayshare ({build}), {replicas} replica(s)");
     let mut out = Vec::new();
-    let (mut plain_ratios, mut served_ratios, mut calls) = (vec![], vec![], vec![]);
+    let (mut plain_ratios, mut served_ratios, mut cpu_ratios, mut calls) =
+        (vec![], vec![], vec![], vec![]);
     let mut duplicates = 0;
     for round in 0..rounds() {
         let (cluster, group) = slice_cluster(&env, replicas, round).await;
@@ -202,19 +232,19 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         let served = Burst::run(&env.admin, &env.ns, all()).await;
         let after = Burst::run(&env.admin, &floor_ns, all()).await;
         clear(&env.admin, &floor_ns).await;
-        let floor = (before.wall + after.wall) / 2;
-        let ratio = |b: &Burst| b.wall.as_secs_f64() / floor.as_secs_f64();
-        plain_ratios.push(ratio(&passed));
-        served_ratios.push(ratio(&served));
+        let floor = Floor::of(&before, &after);
+        plain_ratios.push(floor.wall_ratio(&passed));
+        served_ratios.push(floor.wall_ratio(&served));
+        cpu_ratios.push(floor.cpu_ratio(&served));
         calls.push(served.lease_calls.values().sum::<u64>() as f64 / PODS as f64);
         duplicates += served.duplicates;
         out.extend([
             format!(
-                "| round {round}: floor (no webhook), mean of before and after | {PODS} | 0 | - | - | {} | 1 | 0 | - |",
-                ms(floor)
+                "| round {round}: floor (no webhook), mean of before and after | {PODS} | 0 | - | - | {} | 1 | 1 | 0 | - |",
+                ms(floor.wall)
             ),
-            passed.row(&format!("round {round}: {label}, webhook call only"), Some(floor)),
-            served.row(&format!("round {round}: {label}"), Some(floor)),
+            passed.row(&format!("round {round}: {label}, webhook call only"), &floor),
+            served.row(&format!("round {round}: {label}"), &floor),
         ]);
     }
     let range = |v: &[f64]| {
@@ -223,12 +253,14 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         format!("{lo:.2} to {hi:.2}")
     };
     out.push(format!(
-        "| **{label}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {duplicates} | {:.2} |",
+        "| **{label}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {duplicates} | {:.2} |",
         served_ratios.len(),
         median(served_ratios.clone()),
         range(&served_ratios),
         median(plain_ratios.clone()),
         range(&plain_ratios),
+        median(cpu_ratios.clone()),
+        range(&cpu_ratios),
         median(calls),
     ));
     out

@@ -113,8 +113,12 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
             .then_some(())
     })
     .await;
-    let kept = groups.get("pg-kept").await.unwrap();
-    let owners = kept.metadata.owner_references.unwrap_or_default();
+    // Groups are handled one after another: the kept one's owner may come a call later.
+    let owners = wait_for("the kept group to be owned by its pod", || async {
+        let kept = groups.get("pg-kept").await.ok()?;
+        kept.metadata.owner_references.filter(|o| !o.is_empty())
+    })
+    .await;
     assert_eq!(owners.len(), 1, "{owners:?}");
     assert_eq!(
         (owners[0].kind.as_str(), Some(owners[0].uid.as_str())),

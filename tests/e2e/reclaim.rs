@@ -122,11 +122,14 @@ async fn the_idle_clock_starts_when_a_cancelled_job_goes() {
     .await;
     // However busy the machine: the idle time it was reclaimed for counts from the stamp
     // (a clock started when the job began would be a TTL longer than the time since).
-    let log = env.instances[0].log_text();
-    let line = log
-        .lines()
-        .find(|l| l.contains("reclaimed idle shared cluster") && l.contains(&cluster))
-        .expect("the reclaim is logged");
+    // Logged once the delete is answered, by a background writer: awaited, not assumed.
+    let line = wait_for("the reclaim in the log", || async {
+        let log = env.instances[0].log_text();
+        log.lines()
+            .find(|l| l.contains("reclaimed idle shared cluster") && l.contains(&cluster))
+            .map(str::to_string)
+    })
+    .await;
     let logged: k8s_openapi::jiff::Timestamp =
         line.split_whitespace().next().unwrap().parse().unwrap();
     let idle_for: u64 = line

@@ -47,10 +47,15 @@ async fn sigterm_drains_in_flight_request() {
         },
     )
     .await;
-    assert!(
-        !in_flight.is_finished(),
-        "the request should still be waiting for the API server"
-    );
+    // Its read times out at 6 s: before that it must still be waiting (looked at first,
+    // timed second, so a busy machine that got here late cannot make this fail).
+    let finished = in_flight.is_finished();
+    if started.elapsed() < Duration::from_millis(5800) {
+        assert!(
+            !finished,
+            "the request should still be waiting for the API server"
+        );
+    }
 
     let response = in_flight
         .await

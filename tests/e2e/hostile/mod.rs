@@ -116,12 +116,14 @@ async fn hostile_objects_are_stored_unchanged_and_rayshare_keeps_serving() {
         ));
     }
     let after = ordinary_jobs(&env, &["after-0", "after-1", "after-2"], &mut problems).await;
+    // The fastest of three: a process still busy with a hostile job is slow every time,
+    // while one slow create may be other tests' burst on the same cores.
     let bound = (baseline * 5).max(Duration::from_secs(2));
-    let slowest = after.iter().max().copied().unwrap_or_default();
+    let fastest = after.iter().min().copied().unwrap_or_default();
     eprintln!("[hostile] baseline {baseline:?} (median of 3), after {after:?}, bound {bound:?}");
-    if slowest > bound {
+    if fastest > bound {
         problems.push(format!(
-            "an ordinary job took {slowest:?} afterwards, over {bound:?} (baseline {baseline:?})"
+            "every ordinary job took {fastest:?} or more afterwards, over {bound:?} (baseline {baseline:?})"
         ));
     }
     if !ready_or_killed(&env.instances[0]).await {
