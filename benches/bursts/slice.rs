@@ -24,6 +24,8 @@ struct Burst {
     wall: Duration,
     /// CPU time of the whole machine during the burst: API server, etcd, rayshare, client.
     cpu: Duration,
+    /// The busiest commands' CPU time during the burst.
+    cpu_by: Vec<(String, Duration)>,
     indexed: usize,
     duplicates: usize,
     lease_calls: BTreeMap<String, u64>,
@@ -34,6 +36,7 @@ impl Burst {
     async fn run(client: &kube::Client, namespace: &str, pods: Vec<Value>) -> Self {
         let started = Instant::now();
         let cpu_before = crate::sys::system_cpu_ns();
+        let by_before = crate::sys::cpu_ns_by_command();
         let (created, lease_calls) = counting_by_verb(client, "leases", async {
             stream::iter(pods)
                 .map(|o| async move {
@@ -47,6 +50,16 @@ impl Burst {
         .await;
         let wall = started.elapsed();
         let cpu = Duration::from_nanos(crate::sys::system_cpu_ns().saturating_sub(cpu_before));
+        let mut cpu_by: Vec<(String, Duration)> = crate::sys::cpu_ns_by_command()
+            .into_iter()
+            .map(|(command, ns)| {
+                let was = by_before.get(&command).copied().unwrap_or(0);
+                (command, Duration::from_nanos(ns.saturating_sub(was)))
+            })
+            .filter(|(_, d)| !d.is_zero())
+            .collect();
+        cpu_by.sort_by_key(|(_, d)| std::cmp::Reverse(*d));
+        cpu_by.truncate(5);
         let mut slots = BTreeSet::new();
         let mut indexed = 0;
         let mut latencies = Vec::new();
@@ -64,6 +77,7 @@ impl Burst {
             latencies: Latencies::new(latencies),
             wall,
             cpu,
+            cpu_by,
             indexed,
             duplicates: indexed - slots.len(),
             lease_calls,
@@ -84,6 +98,16 @@ impl Burst {
             per_pod(&self.lease_calls, PODS),
         )
     }
+}
+
+/// The busiest commands' CPU time in a burst, for stderr.
+fn cpu_by(b: &Burst) -> String {
+    let parts: Vec<String> = b
+        .cpu_by
+        .iter()
+        .map(|(command, d)| format!("{command} {}", ms(*d)))
+        .collect();
+    format!("{} in all: {}", ms(b.cpu), parts.join(", "))
 }
 
 /// The same burst into a namespace no webhook serves: the mean of one just before and one
@@ -118,7 +142,7 @@ async fn clear(client: &kube::Client, namespace: &str) {
     pods.delete_collection(&DeleteParams::default().grace_period(0), &all)
         .await
         .unwrap();
-    wait_for("the floor's pods to go", || async {
+    wait_for("the burst's pods to go", || async {
         pods.list(&all).await.ok()?.items.is_empty().then_some(())
     })
     .await;
@@ -232,6 +256,9 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         let served = Burst::run(&env.admin, &env.ns, all()).await;
         let after = Burst::run(&env.admin, &floor_ns, all()).await;
         clear(&env.admin, &floor_ns).await;
+        // The next round starts from as many stored pods as this one did: the control
+        // plane's cost per create grows with them, and the floor must not drift from it.
+        clear(&env.admin, &env.ns).await;
         let floor = Floor::of(&before, &after);
         plain_ratios.push(floor.wall_ratio(&passed));
         served_ratios.push(floor.wall_ratio(&served));
@@ -246,6 +273,13 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
             passed.row(&format!("round {round}: {label}, webhook call only"), &floor),
             served.row(&format!("round {round}: {label}"), &floor),
         ]);
+        eprintln!(
+            "[slice] round {round}, {label}, CPU by command:\n  floor before: {}\n  webhook call only: {}\n  indexed: {}\n  floor after: {}",
+            cpu_by(&before),
+            cpu_by(&passed),
+            cpu_by(&served),
+            cpu_by(&after)
+        );
     }
     let range = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);

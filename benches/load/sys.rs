@@ -162,6 +162,32 @@ pub fn system_cpu_ns() -> u64 {
     busy * 1_000_000_000 / hz
 }
 
+/// CPU time used so far by every process, summed by command name (`comm`), in
+/// nanoseconds: where a burst's CPU went (API server, etcd, webhooks, the client).
+#[allow(dead_code)] // the bursts bench's; the load bench reads its servers by pid
+pub fn cpu_ns_by_command() -> std::collections::BTreeMap<String, u64> {
+    let mut by = std::collections::BTreeMap::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Kernel threads (no command line) rename themselves as they work: left out.
+        let user = fs::read(entry.path().join("cmdline")).is_ok_and(|c| !c.is_empty());
+        let Ok(comm) = fs::read_to_string(entry.path().join("comm")) else {
+            continue;
+        };
+        if !user {
+            continue;
+        }
+        *by.entry(comm.trim().to_string()).or_default() += stat_cpu_ns(pid);
+    }
+    by
+}
+
 /// CPU time of this process (all threads), in nanoseconds.
 pub fn self_cpu_ns() -> u64 {
     cpu_ns(std::process::id())
