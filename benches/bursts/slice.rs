@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-use crate::{CONCURRENCY, Latencies, counting_by_verb, ms, per_pod};
+use crate::{CONCURRENCY, Latencies, ms, per_pod};
 
 const REPLICAS: usize = 64;
 const HOSTS: usize = 4;
@@ -29,6 +29,8 @@ struct Burst {
     indexed: usize,
     duplicates: usize,
     lease_calls: BTreeMap<String, u64>,
+    /// Calls on Events (rayshare records one per indexed pod), for stderr.
+    event_calls: BTreeMap<String, u64>,
 }
 
 impl Burst {
@@ -37,7 +39,8 @@ impl Burst {
         let started = Instant::now();
         let cpu_before = crate::sys::system_cpu_ns();
         let by_before = crate::sys::cpu_ns_by_command();
-        let (created, lease_calls) = counting_by_verb(client, "leases", async {
+        let calls_before = crate::cluster::api_requests(client).await;
+        let created = async {
             stream::iter(pods)
                 .map(|o| async move {
                     let stored = create_in(client, namespace, o, false).await;
@@ -46,9 +49,22 @@ impl Burst {
                 .buffer_unordered(CONCURRENCY)
                 .collect::<Vec<_>>()
                 .await
-        })
+        }
         .await;
         let wall = started.elapsed();
+        let calls = crate::cluster::delta(
+            &calls_before,
+            &crate::cluster::api_requests(client).await,
+        );
+        let on = |resource: &str| -> BTreeMap<String, u64> {
+            let suffix = format!(" {resource}");
+            calls
+                .iter()
+                .filter_map(|(k, v)| Some((k.strip_suffix(&suffix)?.to_string(), *v)))
+                .collect()
+        };
+        let lease_calls = on("leases");
+        let event_calls = on("events");
         let cpu = Duration::from_nanos(crate::sys::system_cpu_ns().saturating_sub(cpu_before));
         let mut cpu_by: Vec<(String, Duration)> = crate::sys::cpu_ns_by_command()
             .into_iter()
@@ -81,6 +97,7 @@ impl Burst {
             indexed,
             duplicates: indexed - slots.len(),
             lease_calls,
+            event_calls,
         }
     }
 
@@ -107,7 +124,12 @@ fn cpu_by(b: &Burst) -> String {
         .iter()
         .map(|(command, d)| format!("{command} {}", ms(*d)))
         .collect();
-    format!("{} in all: {}", ms(b.cpu), parts.join(", "))
+    format!(
+        "{} in all: {}; Event calls / pod {}",
+        ms(b.cpu),
+        parts.join(", "),
+        per_pod(&b.event_calls, PODS)
+    )
 }
 
 /// The same burst into a namespace no webhook serves: the mean of one just before and one

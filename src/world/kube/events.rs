@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
@@ -172,7 +173,7 @@ async fn resolve(
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
     // Created after the admission (a second's slack for timestamps that are whole seconds).
-    let fresh = |o: &DynamicObject| {
+    let fresh = |o: &PartialObjectMeta<DynamicObject>| {
         o.metadata
             .creation_timestamp
             .as_ref()
@@ -189,9 +190,11 @@ async fn resolve(
         let _call = calls.acquire().await.ok()?;
         let lookup = async {
             match &by_name {
-                Ok(name) => api.get_opt(name).await.ok().flatten(),
+                // Its name and uid are all an event needs: metadata only, a fraction of
+                // what a whole pod costs the API server to send (a slice has hundreds).
+                Ok(name) => api.get_metadata_opt(name).await.ok().flatten(),
                 Err(params) => {
-                    let list = api.list(params).await.ok()?;
+                    let list = api.list_metadata(params).await.ok()?;
                     (list.items.len() == 1).then(|| list.items.into_iter().next())?
                 }
             }
