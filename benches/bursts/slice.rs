@@ -52,10 +52,8 @@ impl Burst {
         }
         .await;
         let wall = started.elapsed();
-        let calls = crate::cluster::delta(
-            &calls_before,
-            &crate::cluster::api_requests(client).await,
-        );
+        let calls =
+            crate::cluster::delta(&calls_before, &crate::cluster::api_requests(client).await);
         let on = |resource: &str| -> BTreeMap<String, u64> {
             let suffix = format!(" {resource}");
             calls

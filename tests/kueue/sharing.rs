@@ -169,7 +169,8 @@ async fn runs_share_a_kueue_admitted_cluster_and_another_config_waits_for_the_qu
     let waiting = selected(&c0);
     assert_ne!(waiting, shared);
     wait_pending(&env, &waiting).await;
-    assert_eq!(job_state(&env, "c0").await, "Initializing");
+    // KubeRay's look at the new job may come after Kueue's at its cluster: awaited.
+    wait_job_state(&env, "c0", "Initializing").await;
     let pods = ray_pods(&env.admin, &env.ns).await;
     assert!(
         !pods.contains_key(&waiting),
