@@ -115,6 +115,25 @@ impl Burst {
     }
 }
 
+/// Events of indexed pods every instance has recorded or dropped so far.
+async fn events_settled(env: &TestEnv) -> u64 {
+    let mut n = 0.0;
+    for instance in &env.instances {
+        for line in instance.metrics().await.lines() {
+            if line.starts_with("rayshare_events_recorded_total{reason=\"IndicesAssigned\"}")
+                || line.starts_with("rayshare_events_dropped_total{")
+            {
+                n += line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+            }
+        }
+    }
+    n as u64
+}
+
 /// The busiest commands' CPU time in a burst, for stderr.
 fn cpu_by(b: &Burst) -> String {
     let parts: Vec<String> = b
@@ -273,7 +292,26 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
             })
             .collect();
         let passed = Burst::run(&env.admin, &env.ns, plain).await;
+        let settled = events_settled(&env).await;
+        let calls_before = crate::cluster::api_requests(&env.admin).await;
         let served = Burst::run(&env.admin, &env.ns, all()).await;
+        // Each indexed pod's Event, recorded (or dropped) a second or more after its
+        // admission: what it cost the API server, lookups included.
+        wait_for("the burst's events", || async {
+            (events_settled(&env).await >= settled + PODS as u64).then_some(())
+        })
+        .await;
+        let with_events = crate::cluster::delta(
+            &calls_before,
+            &crate::cluster::api_requests(&env.admin).await,
+        );
+        let per = |key: &str| with_events.get(key).copied().unwrap_or(0) as f64 / PODS as f64;
+        eprintln!(
+            "[slice] round {round}, {label}: burst and its events: LIST pods {:.2}, GET pods {:.2}, POST events {:.2} per pod",
+            per("LIST pods"),
+            per("GET pods"),
+            per("POST events")
+        );
         let after = Burst::run(&env.admin, &floor_ns, all()).await;
         clear(&env.admin, &floor_ns).await;
         // The next round starts from as many stored pods as this one did: the control

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 
+use super::event_lookups::EventLookups;
 use crate::domain::events::{Event, ObjectRef, Regarding};
 use crate::metrics::{Metrics, ReasonLabel};
 
@@ -60,6 +61,7 @@ impl EventSink {
         let filter = Arc::new(std::sync::Mutex::new(SpamFilter::default()));
         let calls = Arc::new(tokio::sync::Semaphore::new(CALLS));
         let tasks = Arc::new(tokio::sync::Semaphore::new(QUEUE));
+        let lookups = Arc::new(EventLookups::default());
         let m = metrics.clone();
         tokio::spawn(async move {
             while let Some((event, at, wall)) = rx.recv().await {
@@ -69,10 +71,11 @@ impl EventSink {
                 };
                 let (client, recorder, filter, m) =
                     (client.clone(), recorder.clone(), filter.clone(), m.clone());
-                let calls = calls.clone();
+                let (calls, lookups) = (calls.clone(), lookups.clone());
                 tokio::spawn(async move {
                     let _task = task;
-                    let found = resolve(&client, &calls, &event.regarding, at, wall).await;
+                    let shared = (calls.as_ref(), lookups.as_ref());
+                    let found = resolve(&client, shared, &event.regarding, at, wall).await;
                     let Some(target) = found else {
                         dropped(&m, "not_stored");
                         return;
@@ -154,7 +157,7 @@ async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics
 /// The stored object an event is about; for an admitted one, once it is stored.
 async fn resolve(
     client: &Client,
-    calls: &tokio::sync::Semaphore,
+    (calls, lookups): (&tokio::sync::Semaphore, &EventLookups),
     regarding: &Regarding,
     at: Instant,
     wall: Timestamp,
@@ -182,7 +185,7 @@ async fn resolve(
     // By name, else by a selector that only it matches.
     let by_name = match (name, selector) {
         (Some(name), _) => Ok(name),
-        (None, Some(selector)) => Err(ListParams::default().labels(selector)),
+        (None, Some(selector)) => Err(selector),
         (None, None) => return None,
     };
     for wait in FIND_AFTER {
@@ -193,10 +196,7 @@ async fn resolve(
                 // Its name and uid are all an event needs: metadata only, a fraction of
                 // what a whole pod costs the API server to send (a slice has hundreds).
                 Ok(name) => api.get_metadata_opt(name).await.ok().flatten(),
-                Err(params) => {
-                    let list = api.list_metadata(params).await.ok()?;
-                    (list.items.len() == 1).then(|| list.items.into_iter().next())?
-                }
+                Err(selector) => lookups.find(&api, (namespace, kind), selector).await,
             }
         };
         let found = tokio::time::timeout(CALL_TIMEOUT, lookup)

@@ -4,6 +4,7 @@ mod caches;
 pub(crate) mod calls;
 mod claims;
 mod cluster_reads;
+mod event_lookups;
 pub mod events;
 mod job_index;
 mod pending;
