@@ -3,7 +3,11 @@
 //! same burst into a namespace rayshare does not serve, in the same run.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
@@ -115,23 +119,36 @@ impl Burst {
     }
 }
 
-/// Events of indexed pods every instance has recorded or dropped so far.
-async fn events_settled(env: &TestEnv) -> u64 {
+/// The sum over every instance of the metric lines `counted` picks.
+async fn metric_sum(env: &TestEnv, counted: impl Fn(&str) -> bool) -> u64 {
     let mut n = 0.0;
     for instance in &env.instances {
-        for line in instance.metrics().await.lines() {
-            if line.starts_with("rayshare_events_recorded_total{reason=\"IndicesAssigned\"}")
-                || line.starts_with("rayshare_events_dropped_total{")
-            {
-                n += line
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(0.0);
-            }
+        for line in instance.metrics().await.lines().filter(|l| counted(l)) {
+            n += line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
         }
     }
     n as u64
+}
+
+/// Events of indexed pods every instance has recorded or dropped so far.
+async fn events_settled(env: &TestEnv) -> u64 {
+    metric_sum(env, |line| {
+        line.starts_with("rayshare_events_recorded_total{reason=\"IndicesAssigned\"}")
+            || line.starts_with("rayshare_events_dropped_total{")
+    })
+    .await
+}
+
+/// Pod admission reviews every instance has answered so far.
+async fn pods_reviewed(env: &TestEnv) -> u64 {
+    metric_sum(env, |line| {
+        line.starts_with("rayshare_admission_requests_total{kind=\"Pod\"")
+    })
+    .await
 }
 
 /// The busiest commands' CPU time in a burst, for stderr.
@@ -147,6 +164,42 @@ fn cpu_by(b: &Burst) -> String {
         parts.join(", "),
         per_pod(&b.event_calls, PODS)
     )
+}
+
+/// RAYSHARE_SLICE_PROFILE=DIR: each burst also writes the control plane's CPU profile
+/// (kube-apiserver and etcd are one process; its `/debug/pprof`) over the burst and the
+/// Events that follow it, `DIR/<round>-<replicas>-<burst>.pb.gz`, for `go tool pprof`.
+async fn profiled(
+    client: &kube::Client,
+    name: String,
+    burst: impl Future<Output = Burst>,
+) -> Burst {
+    const SECONDS: u32 = 3;
+    let Some(dir) = std::env::var_os("RAYSHARE_SLICE_PROFILE").map(PathBuf::from) else {
+        return burst.await;
+    };
+    let profile = async {
+        let request = axum::http::Request::get(format!("/debug/pprof/profile?seconds={SECONDS}"))
+            .body(kube::client::Body::from(Vec::new()))
+            .expect("request");
+        let response = client.send(request).await.map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("{} (is --profiling on?)", response.status()));
+        }
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(body.to_bytes())
+    };
+    let (burst, profile) = tokio::join!(burst, profile);
+    let path = dir.join(format!("{name}.pb.gz"));
+    match profile.and_then(|p| std::fs::write(&path, p).map_err(|e| e.to_string())) {
+        Ok(()) => eprintln!("[slice] profile {}", path.display()),
+        Err(e) => eprintln!("[slice] no profile {}: {e}", path.display()),
+    }
+    burst
 }
 
 /// The same burst into a namespace no webhook serves: the mean of one just before and one
@@ -278,23 +331,47 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
                 .map(|i| worker(&cluster, &group, replicas, i))
                 .collect::<Vec<_>>()
         };
-        let before = Burst::run(&env.admin, &floor_ns, all()).await;
+        let tag = |burst: &str| format!("{round}-{replicas}-{burst}");
+        let before = profiled(
+            &env.admin,
+            tag("floor-before"),
+            Burst::run(&env.admin, &floor_ns, all()),
+        )
+        .await;
         clear(&env.admin, &floor_ns).await;
         // The webhook call alone: the same pods without KubeRay's labels, which
         // rayshare lets through unchanged (no claim).
         let plain = all()
             .into_iter()
             .map(|mut pod| {
-                let labels = pod["metadata"]["labels"].as_object_mut().unwrap();
-                labels.retain(|k, _| k == SHARD_LABEL);
+                // As KubeRay >= 1.5 labels them: rayshare is called and leaves them be.
+                // (Without KubeRay's labels the webhook's matchConditions skip the call.)
+                pod["metadata"]["labels"]["ray.io/worker-group-replica-index"] = json!("0");
                 pod["metadata"]["generateName"] = json!("plain-");
                 pod
             })
             .collect();
-        let passed = Burst::run(&env.admin, &env.ns, plain).await;
+        let reviewed = pods_reviewed(&env).await;
+        let passed = profiled(
+            &env.admin,
+            tag("call-only"),
+            Burst::run(&env.admin, &env.ns, plain),
+        )
+        .await;
+        let reviewed = pods_reviewed(&env).await - reviewed;
+        assert_eq!(
+            reviewed, PODS as u64,
+            "every pod of the call-only burst reviewed"
+        );
+        clear(&env.admin, &env.ns).await;
         let settled = events_settled(&env).await;
         let calls_before = crate::cluster::api_requests(&env.admin).await;
-        let served = Burst::run(&env.admin, &env.ns, all()).await;
+        let served = profiled(
+            &env.admin,
+            tag("indexed"),
+            Burst::run(&env.admin, &env.ns, all()),
+        )
+        .await;
         // Each indexed pod's Event, recorded (or dropped) a second or more after its
         // admission: what it cost the API server, lookups included.
         wait_for("the burst's events", || async {
@@ -312,7 +389,12 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
             per("GET pods"),
             per("POST events")
         );
-        let after = Burst::run(&env.admin, &floor_ns, all()).await;
+        let after = profiled(
+            &env.admin,
+            tag("floor-after"),
+            Burst::run(&env.admin, &floor_ns, all()),
+        )
+        .await;
         clear(&env.admin, &floor_ns).await;
         // The next round starts from as many stored pods as this one did: the control
         // plane's cost per create grows with them, and the floor must not drift from it.

@@ -86,6 +86,8 @@ impl ControlPlane {
                 "--admission-control-config-file={}",
                 admission_config.display()
             ))
+            // The slice benchmark's CPU profiles come from the API server's /debug/pprof.
+            .args(std::env::var_os("RAYSHARE_SLICE_PROFILE").map(|_| "--profiling=true"))
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.path().join("controlplane.out")).unwrap())
             .stderr(std::fs::File::create(&log).unwrap())
