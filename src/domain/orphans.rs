@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::config::PodGroups;
 use crate::domain::indices::Slot;
 use crate::domain::labels;
-use crate::domain::time::{age, elapsed};
+use crate::domain::time::{age, elapsed, least_age};
 
 /// (namespace, name): the PodGroup a pod names.
 pub type GroupKey = (String, String);
@@ -104,7 +104,7 @@ pub fn stale_claims<'a>(
     claims
         .iter()
         .filter(|c| ours(c))
-        .filter(|c| age(c, now) > grace)
+        .filter(|c| least_age(c, now) > grace)
         .filter(|c| slot_held(c).is_some_and(|k| !held.contains(&k)))
         .collect()
 }
@@ -241,6 +241,22 @@ mod tests {
         ];
         let stale = stale_claims(&claims, &held, ("rs", Duration::from_secs(60)), now());
         assert_eq!(names(&stale), ["free", "other-cluster"]);
+    }
+
+    #[test]
+    fn a_claim_is_judged_by_the_least_age_its_whole_second_stamp_allows() {
+        // A stamp that reads 61 s may be 60.1 s old: not yet past a 60 s grace.
+        let claims = [
+            slot_labels(meta("a", "maybe-in-grace", 61), "c", 0, 1),
+            slot_labels(meta("a", "past-grace", 62), "c", 0, 2),
+        ];
+        let stale = stale_claims(
+            &claims,
+            &HashSet::new(),
+            ("rs", Duration::from_secs(60)),
+            now(),
+        );
+        assert_eq!(names(&stale), ["past-grace"]);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub(super) async fn bounded<T>(
         .map_err(|_| WorldError::Timeout)
 }
 
-/// Age of an object now, from its creationTimestamp (zero when unknown).
-pub fn age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
-    crate::domain::time::age(meta, Timestamp::now())
+/// The least an object's age now can be (`domain::time::least_age`).
+pub fn least_age(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Duration {
+    crate::domain::time::least_age(meta, Timestamp::now())
 }

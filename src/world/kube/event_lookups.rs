@@ -82,9 +82,11 @@ impl EventLookups {
             match &*cached {
                 Some((_, found)) if fresh(&cached) => found.clone(),
                 _ => {
+                    // Fresh from when it was asked for: a slow list is an older picture.
+                    let asked = Instant::now();
                     let params = ListParams::default().labels(&broad);
                     let found: Found = Arc::new(api.list_metadata(&params).await.ok()?.items);
-                    *cached = Some((Instant::now(), found.clone()));
+                    *cached = Some((asked, found.clone()));
                     found
                 }
             }

@@ -118,24 +118,6 @@ impl KubeWorld {
         self.clusters.as_ref()?.get(&key)
     }
 
-    fn api_for(&self, object: &Value) -> Result<Api<DynamicObject>, WorldError> {
-        let ar = match object["kind"].as_str() {
-            Some("RayCluster") => ray_cluster_resource(),
-            Some("PodGroup") => pod_group_resource(),
-            Some("Lease") => lease_resource(),
-            other => {
-                return Err(WorldError::Api(format!(
-                    "rayshare cannot create kind {other:?}"
-                )));
-            }
-        };
-        let ns = object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default");
-        Ok(Api::namespaced_with(self.client.clone(), ns, &ar))
-    }
-
-    /// `Ok(false)` when an object of that name already exists.
     /// Creates the object: its resourceVersion when this call made it, `None` when it
     /// exists already.
     async fn try_create(
@@ -143,14 +125,41 @@ impl KubeWorld {
         object: &Value,
         timeout: Duration,
     ) -> Result<Option<String>, WorldError> {
-        let api = self.api_for(object)?;
-        let dynamic: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
-        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
-            Ok(made) => Ok(Some(made.metadata.resource_version.unwrap_or_default())),
-            Err(e) if is_already_exists(&e) => Ok(None),
-            Err(e) => Err(to_world_error(e)),
+        try_create(&self.client, object, timeout).await
+    }
+}
+
+fn api_for(client: &Client, object: &Value) -> Result<Api<DynamicObject>, WorldError> {
+    let ar = match object["kind"].as_str() {
+        Some("RayCluster") => ray_cluster_resource(),
+        Some("PodGroup") => pod_group_resource(),
+        Some("Lease") => lease_resource(),
+        other => {
+            return Err(WorldError::Api(format!(
+                "rayshare cannot create kind {other:?}"
+            )));
         }
+    };
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    Ok(Api::namespaced_with(client.clone(), ns, &ar))
+}
+
+/// Creates the object: its resourceVersion when this call made it, `None` when it exists
+/// already. A free function, so a task of its own can make it (`claims`).
+async fn try_create(
+    client: &Client,
+    object: &Value,
+    timeout: Duration,
+) -> Result<Option<String>, WorldError> {
+    let api = api_for(client, object)?;
+    let dynamic: DynamicObject =
+        serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
+    match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
+        Ok(made) => Ok(Some(made.metadata.resource_version.unwrap_or_default())),
+        Err(e) if is_already_exists(&e) => Ok(None),
+        Err(e) => Err(to_world_error(e)),
     }
 }
 
@@ -163,7 +172,7 @@ impl World for KubeWorld {
         }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let left = deadline.saturating_duration_since(Instant::now());
-        let existing = bounded(left, self.api_for(object)?.get(name))
+        let existing = bounded(left, api_for(&self.client, object)?.get(name))
             .await?
             .map_err(to_world_error)?;
         let existing =

@@ -22,6 +22,10 @@ use crate::world::IndexRequest;
 use crate::world::kube::calls::bounded;
 use crate::world::kube::resources::lease_resource;
 
+/// A seal runs in the background, well after the admission that made its block: its own
+/// bound, not what was left of that admission's.
+const SEAL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A block is sealed once no pod asked for a host this long (counted from its create's
 /// answer, then from each hand-out), so its free hosts go to per-host claims soon after
 /// a burst ends.
@@ -160,6 +164,44 @@ pub(super) async fn take_over(
     }
 }
 
+/// Makes `replica`'s block, books it (no longer on its way, waiters woken, open here) and
+/// takes its first host for the pod that asked: `None` when another replica made it
+/// first. Run as a task of its own, so the booking happens even if that pod's admission
+/// is dropped; its create is bounded by the admission's `deadline`.
+pub(super) async fn open(
+    client: kube::Client,
+    (r, replica): (IndexRequest, u32),
+    open_for: Duration,
+    known: Arc<tokio::sync::Mutex<KnownClaims>>,
+    deadline: std::time::Instant,
+) -> Result<Option<Slot>, crate::world::WorldError> {
+    let asked = Instant::now();
+    let object = block_object(&r, replica, None);
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    let made = crate::world::kube::try_create(&client, &object, left).await;
+    let answered = Instant::now();
+    let mut booked = known.lock().await;
+    booked.making.remove(&replica);
+    booked.made.notify_waiters();
+    let Some(resource_version) = made? else {
+        return Ok(None);
+    };
+    let name = block_name(&r, replica);
+    let block = OpenBlock::new(
+        replica,
+        r.shape.hosts,
+        name.clone(),
+        resource_version,
+        open_for,
+        (asked, answered),
+    );
+    booked.add_open(block);
+    let slot = booked.take_open();
+    drop(booked);
+    seal_when_closed(client, r.namespace, known, name);
+    Ok(slot)
+}
+
 /// Seals open block `name` once it may hand out no more, unless it handed out every host
 /// (nothing left to say).
 pub(super) fn seal_when_closed(
@@ -167,7 +209,6 @@ pub(super) fn seal_when_closed(
     namespace: String,
     known: Arc<tokio::sync::Mutex<KnownClaims>>,
     name: String,
-    timeout: Duration,
 ) {
     tokio::spawn(async move {
         loop {
@@ -185,7 +226,7 @@ pub(super) fn seal_when_closed(
                 }
             };
             if let Some(block) = block {
-                seal_closed(&client, &namespace, &block, timeout).await;
+                seal_closed(&client, &namespace, &block, SEAL_TIMEOUT).await;
             }
             return;
         }
@@ -224,6 +265,83 @@ pub(super) async fn seal_closed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::world::WorkerGroup;
+
+    /// A client whose API server answers every call with `status` (201: the Lease made).
+    fn answering(status: u16) -> kube::Client {
+        let service = tower::service_fn(move |_: axum::http::Request<kube::client::Body>| {
+            let body = if status == 201 {
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "b", "namespace": "ns", "resourceVersion": "7"}})
+            } else {
+                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                    "reason": "AlreadyExists", "code": 409, "message": "exists"})
+            };
+            let response = axum::http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body.to_string().into_bytes()));
+            async move { response }
+        });
+        kube::Client::new(service, "ns")
+    }
+
+    /// Makes block 3 of a group whose `known` has it on its way.
+    async fn open_in(status: u16, known: &Arc<tokio::sync::Mutex<KnownClaims>>) -> Option<Slot> {
+        let request = IndexRequest {
+            namespace: "ns".into(),
+            cluster: "c".into(),
+            cluster_uid: "u".into(),
+            group: "g".into(),
+            shape: WorkerGroup {
+                hosts: 4,
+                replicas: 16,
+            },
+            admission_uid: "a".into(),
+            dry_run: false,
+            instance: "rs".into(),
+        };
+        known.lock().await.making.insert(3, 4);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let made = open(
+            answering(status),
+            (request, 3),
+            Duration::from_secs(1),
+            known.clone(),
+            deadline,
+        );
+        made.await.expect("answered")
+    }
+
+    #[tokio::test]
+    async fn a_block_made_is_booked_open_and_gives_its_first_host() {
+        let known = Arc::default();
+        let slot = open_in(201, &known).await;
+        assert_eq!(
+            slot,
+            Some(Slot {
+                replica: 3,
+                host: 0
+            })
+        );
+        let known = known.lock().await;
+        assert!(known.making.is_empty(), "no longer on its way");
+        assert_eq!(known.open.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_block_another_replica_made_wakes_the_waiters_with_nothing_open() {
+        let known: Arc<tokio::sync::Mutex<KnownClaims>> = Arc::default();
+        let made = known.lock().await.made.clone();
+        // Registered now, as a waiting pod's is before it lets the lock go.
+        let woken = made.notified();
+        assert_eq!(open_in(409, &known).await, None);
+        tokio::time::timeout(Duration::from_secs(1), woken)
+            .await
+            .expect("the waiters woken");
+        let known = known.lock().await;
+        assert!(known.making.is_empty() && known.open.is_empty());
+    }
 
     fn block(open_for_ms: u64, at: Instant) -> OpenBlock {
         OpenBlock::new(

@@ -27,12 +27,22 @@ pub(crate) struct Claim {
     pub slot: Slot,
     /// The RayCluster that owns it (its uid).
     pub owner: Option<String>,
+    /// The least it can be: its stamp is whole seconds.
     pub age: Duration,
     /// A block claim's hosts; `None` for a claim of one slot.
     pub span: Option<Span>,
 }
 
 impl Claim {
+    /// A block of a group spans at most the group's hosts per replica: anyone may write
+    /// a Lease in the namespace, and each host of a span is a slot to track on every list.
+    pub(crate) fn within(mut self, hosts: u32) -> Self {
+        if let Some(span) = self.span.as_mut() {
+            span.hosts = span.hosts.min(hosts);
+        }
+        self
+    }
+
     pub(crate) fn read(o: &PartialObjectMeta<DynamicObject>) -> Option<Self> {
         let m = &o.metadata;
         Some(Self {
@@ -46,7 +56,7 @@ impl Claim {
                 .flatten()
                 .find(|o| o.kind == "RayCluster")
                 .map(|o| o.uid.clone()),
-            age: crate::world::kube::calls::age(m),
+            age: crate::world::kube::calls::least_age(m),
             span: m
                 .labels
                 .as_ref()?
@@ -315,6 +325,10 @@ mod tests {
     fn a_forged_block_is_bounded() {
         let judged = judge(&[block(0, u32::MAX, None, 1)], "c1", &slots(&[]), IN_FLIGHT);
         assert_eq!(judged.taken.len(), MAX_HOSTS as usize);
+        // And by its group's hosts per replica, once read for that group.
+        let forged = block(0, u32::MAX, None, 1).within(4);
+        let judged = judge(&[forged], "c1", &slots(&[]), IN_FLIGHT);
+        assert_eq!(judged.taken.len(), 4);
     }
 
     const SHAPE: WorkerGroup = WorkerGroup {

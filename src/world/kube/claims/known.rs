@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::block::OpenBlock;
@@ -27,8 +28,17 @@ pub(crate) struct KnownClaims {
     /// making one, or overflowing the group while creates are in flight.
     /// (replica -> its hosts)
     pub(super) making: std::collections::BTreeMap<u32, u32>,
-    pub(super) waiting: u32,
+    waiting: Arc<AtomicU32>,
     pub(super) made: Arc<tokio::sync::Notify>,
+}
+
+/// A pod waiting for blocks on their way, counted while this lives.
+pub(super) struct Waiting(Arc<AtomicU32>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// How long a list of claims is trusted.
@@ -66,15 +76,22 @@ impl KnownClaims {
     /// the first).
     pub(super) fn worth_waiting(&self, hosts: u32) -> bool {
         let making = u32::try_from(self.making.len()).unwrap_or(u32::MAX);
-        self.waiting < making.saturating_mul(hosts.saturating_sub(1))
+        self.waiting.load(Ordering::Relaxed) < making.saturating_mul(hosts.saturating_sub(1))
     }
 
-    /// Blocks of ours on their way or still handing out hosts: until they are made, and
-    /// sealed with what they handed out, the group is not known to be full (their hosts
-    /// may have gone to pods that never come).
+    /// Counts a pod waiting for the blocks on their way until the guard is dropped.
+    pub(super) fn wait(&self) -> Waiting {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(self.waiting.clone())
+    }
+
+    /// Blocks of ours on their way, or open (handing out hosts, or past that but not yet
+    /// closed by their sealer): until they are made, and sealed with what they handed
+    /// out, the group is not known to be full (their hosts may have gone to pods that
+    /// never come). Whoever waits for them must not hold the group's lock: the sealer
+    /// needs it.
     pub(super) fn blocks_unsettled(&self) -> bool {
-        let now = tokio::time::Instant::now();
-        !self.making.is_empty() || self.open.iter().any(|b| b.usable(now))
+        !self.making.is_empty() || !self.open.is_empty()
     }
 
     /// A host from the lowest open block that may still hand one out.
@@ -139,11 +156,13 @@ mod tests {
         assert_eq!(replicas(&known.taken), BTreeSet::from([1, 3]));
         assert_eq!(known.blocks, BTreeSet::from([1, 3]));
         assert!(known.worth_waiting(2));
-        known.waiting = 1;
+        let waiter = known.wait();
         assert!(
             !known.worth_waiting(2),
             "one block on its way has one spare host"
         );
+        drop(waiter);
+        assert!(known.worth_waiting(2), "a waiter gone, dropped or not");
     }
 
     #[test]
@@ -156,7 +175,12 @@ mod tests {
         known.open = vec![open(1, Duration::ZERO)];
         assert!(known.blocks_unsettled(), "a block still handing out");
         known.open = vec![open(1, Duration::from_secs(5))];
-        assert!(!known.blocks_unsettled(), "a block past its window");
+        assert!(
+            known.blocks_unsettled(),
+            "a block past its window, not yet closed by its sealer"
+        );
+        known.close("b-1");
+        assert!(!known.blocks_unsettled(), "a block closed");
     }
 
     #[test]

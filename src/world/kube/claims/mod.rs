@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use serde_json::{Value, json};
@@ -20,7 +21,6 @@ use crate::world::{Claimed, IndexRequest, WorldError};
 mod block;
 mod judge;
 mod known;
-use block::OpenBlock;
 pub(super) use known::KnownClaims;
 
 /// How often a pod waiting on claims in flight looks again.
@@ -112,7 +112,12 @@ impl KubeWorld {
         let list = bounded(left(), leases.list_metadata(&params))
             .await?
             .map_err(to_world_error)?;
-        let claims: Vec<Claim> = list.items.iter().filter_map(Claim::read).collect();
+        let claims: Vec<Claim> = list
+            .items
+            .iter()
+            .filter_map(Claim::read)
+            .map(|c| c.within(r.shape.hosts))
+            .collect();
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), &r.namespace);
         let params = ListParams::default().labels(&format!(
             "{selector},{}=worker,{}",
@@ -135,12 +140,13 @@ impl KubeWorld {
         Ok(judged)
     }
 
-    /// Deletes exactly these claims (a newer claim of the same slot survives).
+    /// Deletes exactly these claims (a newer claim of the same slot survives), a few at
+    /// once: a recreated group's stale claims must not spend a pod's whole budget.
     async fn release(&self, r: &IndexRequest, claims: &[Claim], timeout: Duration) {
+        const AT_ONCE: usize = 8;
         let leases: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &r.namespace, &lease_resource());
-        let deadline = Instant::now() + timeout;
-        for claim in claims {
+        let release = |claim: &Claim| {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: Some(claim.uid.clone()),
@@ -148,9 +154,13 @@ impl KubeWorld {
                 }),
                 ..DeleteParams::default()
             };
-            let left = deadline.saturating_duration_since(Instant::now());
-            let _ = bounded(left, leases.delete(&claim.name, &params)).await;
-        }
+            let (leases, name) = (leases.clone(), claim.name.clone());
+            async move {
+                let _ = leases.delete(&name, &params).await;
+            }
+        };
+        let all = futures::stream::iter(claims).for_each_concurrent(AT_ONCE, release);
+        let _ = tokio::time::timeout(timeout, all).await;
     }
 
     /// The pod's lowest free slot would open a replica past the group's count while
@@ -229,29 +239,6 @@ impl KubeWorld {
         (self.claim_takeover / 2).min(Duration::from_secs(1))
     }
 
-    /// Makes `replica`'s block: `None` when another replica made it first.
-    async fn open_block(
-        &self,
-        r: &IndexRequest,
-        replica: u32,
-        timeout: Duration,
-    ) -> Result<Option<OpenBlock>, WorldError> {
-        let opened = tokio::time::Instant::now();
-        let object = block::block_object(r, replica, None);
-        let made = self.try_create(&object, timeout).await?;
-        let answered = tokio::time::Instant::now();
-        Ok(made.map(|resource_version| {
-            OpenBlock::new(
-                replica,
-                r.shape.hosts,
-                block::block_name(r, replica),
-                resource_version,
-                self.block_open_for(),
-                (opened, answered),
-            )
-        }))
-    }
-
     /// Lists the group's claims (unless listed a moment ago), then creates the claim of
     /// the lowest free slot; the API server's name uniqueness makes the create the
     /// arbiter. A lost race (with another replica) moves up to the next free slot,
@@ -298,13 +285,14 @@ impl KubeWorld {
                 if !known.worth_waiting(r.shape.hosts) {
                     break;
                 }
-                known.waiting += 1;
+                // Counted until dropped, even if this admission is (its caller gone).
+                let waiter = known.wait();
                 let made = known.made.clone();
                 let notified = made.notified();
                 drop(known);
                 let waited = tokio::time::timeout(remaining(), notified).await;
-                known = queue.lock().await;
-                known.waiting -= 1;
+                known = lock().await?;
+                drop(waiter);
                 waited.map_err(|_| WorldError::Timeout)?;
             }
         }
@@ -333,6 +321,9 @@ impl KubeWorld {
                 // makers and sealers need) until they are made and sealed, then judge.
                 // No list meanwhile: once they settle, the judging lists afresh.
                 if known.blocks_unsettled() {
+                    if remaining().is_zero() {
+                        break;
+                    }
                     drop(known);
                     tokio::time::sleep(WAIT_POLL.min(remaining())).await;
                     known = lock().await?;
@@ -361,26 +352,24 @@ impl KubeWorld {
                     // next replicas' blocks, so a burst is not one create at a time.
                     known.making.insert(replica, r.shape.hosts);
                     drop(known);
-                    let opened = self.open_block(r, replica, remaining()).await;
-                    // Not bounded by our deadline: the count must come down (every
-                    // holder of the lock is bounded), and the pods waiting for this
-                    // block look again whatever came of it.
-                    known = queue.lock().await;
-                    known.making.remove(&replica);
-                    known.made.notify_waiters();
-                    opened?.and_then(|block| {
-                        let name = block.name.clone();
-                        known.add_open(block);
-                        let slot = known.take_open();
-                        block::seal_when_closed(
-                            self.client.clone(),
-                            r.namespace.clone(),
-                            queue.clone(),
-                            name,
-                            remaining(),
-                        );
-                        slot
-                    })
+                    // Made and booked by a task of its own: if this admission is dropped
+                    // (its caller gone), the block still stops counting as on its way
+                    // and the pods waiting for it still look again.
+                    let opening = block::open(
+                        self.client.clone(),
+                        (r.clone(), replica),
+                        self.block_open_for(),
+                        queue.clone(),
+                        deadline,
+                    );
+                    let slot = tokio::spawn(opening)
+                        .await
+                        .map_err(|e| WorldError::Api(format!("making a block claim: {e}")))??;
+                    if let Some(slot) = slot {
+                        return Ok(Claimed { slot, taken_over });
+                    }
+                    known = lock().await?;
+                    None
                 }
                 Next::Gate(replica) => {
                     let gate = block::block_object(r, replica, Some(0));
