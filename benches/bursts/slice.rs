@@ -31,6 +31,8 @@ struct Burst {
     cpu_by: Vec<(String, Duration)>,
     indexed: usize,
     duplicates: usize,
+    /// Slots whose replica is past the group's replicas (KubeRay's count).
+    past_group: usize,
     lease_calls: BTreeMap<String, u64>,
     /// Calls on Events (rayshare records one per indexed pod), for stderr.
     event_calls: BTreeMap<String, u64>,
@@ -97,6 +99,10 @@ impl Burst {
             cpu_by,
             indexed,
             duplicates: indexed - slots.len(),
+            past_group: slots
+                .iter()
+                .filter(|(r, _)| r.parse::<usize>().is_ok_and(|r| r >= REPLICAS))
+                .count(),
             lease_calls,
             event_calls,
         }
@@ -254,7 +260,7 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
     let mut out = Vec::new();
     let (mut plain_ratios, mut served_ratios, mut cpu_ratios, mut calls) =
         (vec![], vec![], vec![], vec![]);
-    let mut duplicates = 0;
+    let (mut duplicates, mut past_group) = (0, 0);
     for round in 0..rounds() {
         let (cluster, group) = slice_cluster(&env, replicas, round).await;
         let all = || {
@@ -336,6 +342,7 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         cpu_ratios.push(floor.cpu_ratio(&served));
         calls.push(served.lease_calls.values().sum::<u64>() as f64 / PODS as f64);
         duplicates += served.duplicates;
+        past_group += served.past_group;
         out.extend([
             format!(
                 "| round {round}: floor (no webhook), mean of before and after | {PODS} | 0 | - | - | {} | 1 | 1 | 0 | - |",
@@ -358,7 +365,7 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         format!("{lo:.2} to {hi:.2}")
     };
     out.push(format!(
-        "| **{label}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {duplicates} | {:.2} |",
+        "| **{label}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {duplicates}; {past_group} past the group's {REPLICAS} replicas | {:.2} |",
         served_ratios.len(),
         median(served_ratios.clone()),
         range(&served_ratios),
