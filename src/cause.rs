@@ -25,6 +25,11 @@ pub enum Cause {
     NameConflict,
     PoolExhausted,
     ClusterNotCached,
+    /// A pod review for a namespace rayshare's own watch does not show as served: no
+    /// side effect on a review's word (forged, or a namespace labelled a moment ago).
+    NotServed,
+    /// Too many PodGroups made at admission whose pods were not seen stored yet.
+    UnconfirmedBound,
     Panic,
     // The API server.
     ApiTimeout,
@@ -65,6 +70,8 @@ impl Cause {
             Self::NameConflict => "name_conflict",
             Self::PoolExhausted => "pool_exhausted",
             Self::ClusterNotCached => "cluster_not_cached",
+            Self::NotServed => "not_served",
+            Self::UnconfirmedBound => "unconfirmed_bound",
             Self::Panic => "panic",
             Self::ApiTimeout => "api_timeout",
             Self::ApiForbidden => "api_forbidden",

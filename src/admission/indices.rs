@@ -49,8 +49,14 @@ impl<W: World> Work<'_, W> {
             } => (cluster, group, shape),
         };
         let hosts = shape.hosts;
+        if !self.served_namespace() {
+            let (cause, msg) = super::pod_group::not_served(&self.namespace);
+            return self.fail(cause, msg, false);
+        }
         // The pod's own controller reference names the live cluster; the cache may still
         // hold a deleted cluster of the same name (claims owned by it would be collected).
+        // Claims are made only for a cluster whose uid the API server confirms: a review
+        // naming another uid is no reason to hold a group's slots.
         let owner_uid = self.object()["metadata"]["ownerReferences"]
             .as_array()
             .into_iter()
@@ -58,10 +64,29 @@ impl<W: World> Work<'_, W> {
             .find(|o| o["kind"] == "RayCluster" && o["name"] == cluster.as_str())
             .and_then(|o| o["uid"].as_str())
             .map(String::from);
+        let known_uid = info.as_ref().map(|i| i.uid.clone());
+        let cluster_uid = match (owner_uid, known_uid) {
+            (Some(owner), Some(known)) if owner == known => owner,
+            (None, Some(known)) => known,
+            (owner, _) => {
+                let live = self.read_cluster(&cluster, cfg.claim_timeout_ms).await;
+                match (owner, live) {
+                    (Some(owner), Ok(Some(live))) if live.uid == owner => owner,
+                    (None, Ok(Some(live))) => live.uid,
+                    _ => {
+                        let msg = format!(
+                            "rayshare: no replica/host indices for this pod: its owner is not \
+                             the RayCluster {cluster} the API server has"
+                        );
+                        return self.fail(Cause::ClusterNotCached, msg, false);
+                    }
+                }
+            }
+        };
         let request = IndexRequest {
             namespace: self.namespace.clone(),
             cluster: cluster.clone(),
-            cluster_uid: owner_uid.or(info.map(|i| i.uid)).unwrap_or_default(),
+            cluster_uid,
             group: group.clone(),
             shape,
             admission_uid: self.req.uid.clone(),

@@ -9,6 +9,7 @@ pub(crate) mod patch;
 mod pod_group;
 pub mod review;
 mod shared_cluster;
+mod tree_cost;
 pub(crate) mod triage;
 mod work;
 
@@ -149,6 +150,15 @@ pub fn settled<W: World>(
     let Some(kind) = target(req, cfg) else {
         return Some(Admission::untouched(Outcome::Ignored));
     };
+    if req.tree_cost > review::MAX_TREE_BYTES {
+        let warning = format!(
+            "rayshare: left unchanged: the object would take about {} MiB to read, more than \
+             the {} MiB one request may",
+            req.tree_cost.min(u64::MAX - 1) >> 20,
+            review::MAX_TREE_BYTES >> 20
+        );
+        return Some(Admission::failed_open(Cause::InputBound, warning, metrics));
+    }
     let Some(head) = &req.head else {
         return Some(no_object(metrics));
     };
@@ -215,7 +225,6 @@ pub async fn work_until<W: World>(
         metrics,
         namespace,
         original,
-        whole,
         changed: None,
         warnings: vec![],
         ensured: vec![],

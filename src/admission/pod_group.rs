@@ -4,11 +4,13 @@
 //! webhook) looks for it.
 //!
 //! A review alone is no proof that the pod will exist, so what is made here is held to
-//! the least: a group for one pod, labelled as rayshare's and as not yet taken up. The
-//! provisioner takes it up from the pod the API server stored (recording the pod's uid,
-//! owning it by a bare pod); one that no stored pod took up is deleted after
-//! `podGroups.unconfirmedGraceSeconds` (`reconcile::pod_groups`), so a forged review or a
-//! pod refused by a later admission step holds queue capacity that long at most.
+//! the least: only in a namespace rayshare's own watch shows served, a group for one pod
+//! that reserves no queue capacity (no `minResources`, no priority), labelled as
+//! rayshare's and as not yet taken up, and at most so many at once
+//! (`domain::unconfirmed`). The provisioner takes it up from the pod the API server
+//! stored (requests, priority, the pod's uid, owning it by a bare pod); one that no stored
+//! pod took up is deleted after `podGroups.unconfirmedGraceSeconds`
+//! (`reconcile::pod_groups`).
 
 use super::work::Work;
 use crate::cause::Cause;
@@ -40,8 +42,11 @@ impl<W: World> Work<'_, W> {
         };
         if cfg.create_at_admission && !self.req.dry_run {
             if let Err((cause, msg)) = self.make_group(&name).await {
-                // The pod stays as it was: Volcano's own controller groups it.
-                return self.fail(cause, msg, cfg.deny_on_error);
+                // The pod stays as it was: Volcano's own controller groups it. Never a
+                // denial on a review's word alone.
+                let deny = cfg.deny_on_error
+                    && !matches!(cause, Cause::NotServed | Cause::UnconfirmedBound);
+                return self.fail(cause, msg, deny);
             }
         } else if !self.req.dry_run {
             self.count(|m| &m.planned, "PodGroup");
@@ -62,18 +67,15 @@ impl<W: World> Work<'_, W> {
     /// Creates the group (or finds it made already, by an earlier call for this pod).
     async fn make_group(&mut self, name: &str) -> Result<(), (Cause, String)> {
         let cfg = &self.cfg.pod_groups;
+        if !self.served_namespace() {
+            return Err(not_served(&self.namespace));
+        }
         let queue = self.world.namespace_queue(&self.namespace);
         let odd = |why: String| (Cause::OddObject, format!("rayshare: no PodGroup: {why}"));
-        // The group's `minResources` come from the containers, which triage did not read.
-        let parsed;
-        let pod = if self.whole {
-            self.object()
-        } else {
-            parsed = self.req.parse_object().map_err(odd)?.unwrap_or_default();
-            &parsed
-        };
-        let mut group = pod_group::group(
-            pod,
+        // From the few fields triage read: what the group needs of the whole pod
+        // (requests, priority) the provisioner adds from the stored pod.
+        let mut group = pod_group::at_admission(
+            self.object(),
             &self.namespace,
             &self.req.uid,
             name,
@@ -81,6 +83,18 @@ impl<W: World> Work<'_, W> {
             cfg,
         )
         .map_err(|e| odd(e.to_string()))?;
+        if !self.world.note_unconfirmed_group(&self.namespace, name) {
+            return Err((
+                Cause::UnconfirmedBound,
+                format!(
+                    "rayshare: no PodGroup for this pod: too many groups made at admission \
+                     wait for their pods in namespace {} (at most {} there, {} in all)",
+                    self.namespace,
+                    crate::domain::unconfirmed::PER_NAMESPACE,
+                    crate::domain::unconfirmed::IN_ALL
+                ),
+            ));
+        }
         labels::set(
             &mut group,
             Meta::Labels,
@@ -106,4 +120,15 @@ impl<W: World> Work<'_, W> {
             )),
         }
     }
+}
+
+/// Why a pod review for a namespace rayshare does not serve gets no side effect.
+pub(super) fn not_served(namespace: &str) -> (Cause, String) {
+    (
+        Cause::NotServed,
+        format!(
+            "rayshare: left unchanged: namespace {namespace:?} is not one rayshare serves \
+             (as its namespace watch shows it now)"
+        ),
+    )
 }

@@ -8,8 +8,11 @@
 //! request (see README, Benchmarks).
 
 use data_encoding::BASE64;
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use super::tree_cost::tree_cost;
 
 use crate::admission::triage::{Head, LazyHead};
 use crate::cause::Cause;
@@ -43,10 +46,20 @@ pub struct AdmissionRequest<H = Head> {
     /// The review as received, for [`AdmissionRequest::parse_object`].
     #[serde(skip)]
     pub(crate) body: bytes::Bytes,
+    /// What the body would cost as a tree ([`tree_cost`]); past [`MAX_TREE_BYTES`] the
+    /// object was not read (`head` is `None`) and the request is answered unchanged.
+    #[serde(skip)]
+    pub tree_cost: u64,
 }
 
-impl AdmissionRequest<LazyHead> {
-    fn into_request(self) -> AdmissionRequest {
+/// The largest tree one review may build: far above any object the API server stores
+/// (etcd takes at most about 1.5 MB), far below the memory a few such reviews at once
+/// may take.
+pub const MAX_TREE_BYTES: u64 = 32 << 20;
+
+impl<H> AdmissionRequest<H> {
+    /// The same request, its object read as `head` makes of it.
+    fn map_head(self, head: impl FnOnce(Option<H>) -> Option<Head>) -> AdmissionRequest {
         AdmissionRequest {
             uid: self.uid,
             kind: self.kind,
@@ -55,8 +68,9 @@ impl AdmissionRequest<LazyHead> {
             namespace: self.namespace,
             operation: self.operation,
             dry_run: self.dry_run,
-            head: self.head.map(|LazyHead(head)| head),
+            head: head(self.head),
             body: self.body,
+            tree_cost: self.tree_cost,
         }
     }
 }
@@ -124,22 +138,43 @@ impl ReviewError {
 /// Parses a review body; every failure says what is wrong.
 pub fn parse_review(body: impl Into<bytes::Bytes>) -> Result<AdmissionRequest, ReviewError> {
     let body = body.into();
-    // One pass straight into the typed review (this is the hot path). A RayJob is read
-    // whole in it (see `triage::Head`); when a leaf of it is one serde_json cannot build
-    // (a lone surrogate, a number out of range), the review is read again without
-    // building the object, so the request still fails open naming the leaf.
-    let review = match serde_json::from_slice::<AdmissionReview>(&body) {
-        Ok(review) => review,
-        Err(_) => {
-            let lazy: AdmissionReview<LazyHead> =
-                serde_json::from_slice(&body).map_err(|e| match e.classify() {
-                    serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
-                    _ => ReviewError::NotJson(e.to_string()),
-                })?;
-            AdmissionReview {
-                api_version: lazy.api_version,
-                kind: lazy.kind,
-                request: lazy.request.map(AdmissionRequest::into_request),
+    let cost = tree_cost(&body);
+    parse_review_costing(body, cost)
+}
+
+/// [`parse_review`] of a body whose [`tree_cost`] is known (the server reserves it first).
+pub fn parse_review_costing(
+    body: bytes::Bytes,
+    cost: u64,
+) -> Result<AdmissionRequest, ReviewError> {
+    let classify = |e: serde_json::Error| match e.classify() {
+        serde_json::error::Category::Data => ReviewError::NotReview(e.to_string()),
+        _ => ReviewError::NotJson(e.to_string()),
+    };
+    // Too costly to build: only the envelope is read, so the request can still be
+    // answered (unchanged) by its uid.
+    let review = if cost > MAX_TREE_BYTES {
+        let bare: AdmissionReview<IgnoredAny> = serde_json::from_slice(&body).map_err(classify)?;
+        AdmissionReview {
+            api_version: bare.api_version,
+            kind: bare.kind,
+            request: bare.request.map(|r| r.map_head(|_| None)),
+        }
+    } else {
+        // One pass straight into the typed review (this is the hot path). A RayJob is read
+        // whole in it (see `triage::Head`); when a leaf of it is one serde_json cannot
+        // build (a lone surrogate, a number out of range), the review is read again
+        // without building the object, so the request still fails open naming the leaf.
+        match serde_json::from_slice::<AdmissionReview>(&body) {
+            Ok(review) => review,
+            Err(_) => {
+                let lazy: AdmissionReview<LazyHead> =
+                    serde_json::from_slice(&body).map_err(classify)?;
+                AdmissionReview {
+                    api_version: lazy.api_version,
+                    kind: lazy.kind,
+                    request: lazy.request.map(|r| r.map_head(|h| h.map(|LazyHead(h)| h))),
+                }
             }
         }
     };
@@ -154,6 +189,7 @@ pub fn parse_review(body: impl Into<bytes::Bytes>) -> Result<AdmissionRequest, R
         return Err(ReviewError::NoUid);
     }
     request.body = body;
+    request.tree_cost = cost;
     Ok(request)
 }
 
@@ -287,6 +323,36 @@ mod tests {
             "object": object,
         }));
         assert_eq!(parse_review(body).unwrap().parse_object(), Ok(expected));
+    }
+
+    /// 3 MB of tiny objects would be hundreds of MB as a tree: the review is read without
+    /// its object and answered unchanged, naming the bound.
+    #[test]
+    fn a_review_too_costly_to_build_is_answered_unchanged() {
+        let mut body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"ray.io","version":"v1","kind":"RayJob"},"operation":"CREATE","namespace":"ns","object":{"apiVersion":"ray.io/v1","kind":"RayJob","spec":{"rayClusterSpec":{},"x":["#.to_vec();
+        for i in 0..380_000 {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(br#"{"a":0}"#);
+        }
+        body.extend_from_slice(b"]}}}}");
+        let r = parse_review(body).unwrap();
+        assert!(r.tree_cost > MAX_TREE_BYTES, "{}", r.tree_cost);
+        assert!(r.head.is_none());
+        let cfg = crate::config::Config::default();
+        let world = crate::world::MemoryWorld::default();
+        let a = futures::executor::block_on(crate::admission::admit(&r, &cfg, &world, None));
+        assert_eq!(
+            a.outcome,
+            crate::admission::Outcome::Failed(Cause::InputBound)
+        );
+        assert!(a.verdict.allowed);
+        assert!(
+            a.verdict.warnings[0].contains("MiB"),
+            "{:?}",
+            a.verdict.warnings
+        );
     }
 
     #[test]

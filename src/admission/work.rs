@@ -18,8 +18,6 @@ pub(super) struct Work<'a, W: World> {
     pub(super) metrics: Option<&'a Metrics>,
     pub(super) namespace: String,
     pub(super) original: &'a Value,
-    /// `original` is the whole object, not only the fields triage read.
-    pub(super) whole: bool,
     /// The object as changed so far; `None` while unchanged (no copy, no diff).
     pub(super) changed: Option<Value>,
     pub(super) warnings: Vec<String>,
@@ -79,6 +77,13 @@ impl<W: World> Work<'_, W> {
             }
         }
         read
+    }
+
+    /// Whether the request's namespace is one the webhook is called for, as rayshare's
+    /// own namespace watch shows it: the review's word is not enough for a side effect.
+    pub(super) fn served_namespace(&self) -> bool {
+        self.world
+            .namespace_served(&self.namespace, &self.cfg.served_namespaces)
     }
 
     /// A call's timeout: its own bound, within what is left of the request's budget

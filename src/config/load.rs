@@ -67,6 +67,12 @@ impl Config {
         if self.opt_out_annotation.is_empty() {
             return invalid("optOutAnnotation", "must not be empty");
         }
+        if self.served_namespaces.label_key.is_empty() {
+            return invalid(
+                "servedNamespaces.labelKey",
+                "must name the label the webhook registration selects namespaces by",
+            );
+        }
         let timeouts = [
             ("admissionTimeoutMs", self.admission_timeout_ms),
             (

@@ -19,10 +19,46 @@ pub struct Config {
     /// Budget for all API calls of one admission request; keep it below the webhook's
     /// `timeoutSeconds` so rayshare's answer (and its warnings) arrive in time.
     pub admission_timeout_ms: u64,
+    /// The namespaces the webhook registration selects. A review is no proof of where it
+    /// came from, so rayshare makes a PodGroup or an index claim at admission only in a
+    /// namespace its own watch shows matching this (the chart renders both from
+    /// `webhook.enableLabel` and `webhook.excludedNamespaces`).
+    pub served_namespaces: ServedNamespaces,
     pub shared_clusters: SharedClusters,
     pub pod_groups: PodGroups,
     pub indices: Indices,
     pub reclaim: Reclaim,
+}
+
+/// A namespace is served when it carries `label_key=label_value` and is not excluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ServedNamespaces {
+    pub label_key: String,
+    pub label_value: String,
+    pub excluded: Vec<String>,
+}
+
+impl Default for ServedNamespaces {
+    fn default() -> Self {
+        Self {
+            label_key: "rayshare.io/enabled".into(),
+            label_value: "true".into(),
+            excluded: strings(&["kube-system"]),
+        }
+    }
+}
+
+impl ServedNamespaces {
+    /// Whether the namespace `name` with these labels is one the webhook is called for.
+    pub fn serves<'a>(
+        &self,
+        name: &str,
+        mut labels: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> bool {
+        !self.excluded.iter().any(|e| e == name)
+            && labels.any(|(k, v)| k == self.label_key && v == self.label_value)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,6 +234,7 @@ impl Default for Config {
             instance: "rayshare".into(),
             opt_out_annotation: DEFAULT_OPT_OUT_ANNOTATION.into(),
             admission_timeout_ms: 4000,
+            served_namespaces: ServedNamespaces::default(),
             shared_clusters: SharedClusters::default(),
             pod_groups: PodGroups::default(),
             indices: Indices::default(),

@@ -30,6 +30,7 @@ fn partial_sections_keep_other_defaults() {
     "sharedClusters.runScopedEnvPrefixes"
 )]
 #[case("bogus: 1\n", "bogus")]
+#[case("servedNamespaces:\n  labelKey: ''\n", "servedNamespaces.labelKey")]
 #[case(
     "sharedClusters:\n  jobWorkdirRoot: tmp/x\n",
     "sharedClusters.jobWorkdirRoot"
@@ -66,4 +67,19 @@ fn partial_sections_keep_other_defaults() {
 fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
     let err = Config::parse(text).unwrap_err().to_string();
     assert!(err.contains(field), "{err} should name {field}");
+}
+
+#[rstest]
+#[case("team-a", &[("rayshare.io/enabled", "true")], true)]
+#[case("team-a", &[("rayshare.io/enabled", "false")], false)]
+#[case("team-a", &[("other", "true")], false)]
+#[case("team-a", &[], false)]
+#[case("kube-system", &[("rayshare.io/enabled", "true")], false)]
+fn served_namespaces_are_the_webhooks(
+    #[case] name: &str,
+    #[case] labels: &[(&str, &str)],
+    #[case] served: bool,
+) {
+    let rule = ServedNamespaces::default();
+    assert_eq!(rule.serves(name, labels.iter().copied()), served);
 }

@@ -16,3 +16,4 @@ pub mod shared_cluster;
 pub mod status;
 pub(crate) mod stored_pod_group;
 pub mod time;
+pub mod unconfirmed;

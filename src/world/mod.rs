@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::cause::Cause;
+use crate::config::ServedNamespaces;
 use crate::domain::indices::{self, Slot};
 use crate::domain::labels::Meta;
 
@@ -86,6 +87,12 @@ pub trait World: Send + Sync + 'static {
         timeout: Duration,
     ) -> impl Future<Output = Result<Option<ClusterInfo>, WorldError>> + Send;
     fn namespace_queue(&self, namespace: &str) -> Option<String>;
+    /// Whether the namespace, as the watch shows it, is one the webhook is called for
+    /// (`rule`). A namespace the watch has not shown is not.
+    fn namespace_served(&self, namespace: &str, rule: &ServedNamespaces) -> bool;
+    /// Counts a PodGroup admission is about to make before its pod is stored; `false`
+    /// when the caps on such groups are reached (see `domain::unconfirmed`).
+    fn note_unconfirmed_group(&self, namespace: &str, group: &str) -> bool;
     /// Active (non-terminal) RayJobs selecting the cluster, including ones this replica
     /// admitted that its cache has not seen yet.
     fn active_jobs(&self, namespace: &str, cluster: &str) -> usize;
@@ -113,6 +120,9 @@ pub struct MemoryWorld {
     pub objects: Mutex<HashMap<(String, String, String), Value>>,
     pub claims: Mutex<BTreeMap<(String, String, String), BTreeSet<Slot>>>,
     pub namespace_queues: HashMap<String, String>,
+    /// The namespaces and their labels, as a watch would show them; `None` (offline, as
+    /// `rayshare mutate` runs) serves every namespace.
+    pub namespace_labels: Option<HashMap<String, BTreeMap<String, String>>>,
     /// Jobs admitted per (namespace, cluster).
     pub jobs: Mutex<HashMap<(String, String), usize>>,
     /// Makes every write fail, as an unreachable API server would.
@@ -121,6 +131,8 @@ pub struct MemoryWorld {
     pub events: Mutex<Vec<Event>>,
     /// The cache has seen no RayCluster yet (reads of the API server find them).
     pub cache_behind: bool,
+    /// Groups made at admission and not yet stored; `None`: uncapped.
+    pub unconfirmed: Option<Mutex<crate::domain::unconfirmed::Unconfirmed>>,
 }
 
 fn key(object: &Value) -> (String, String, String) {
@@ -234,6 +246,23 @@ impl World for MemoryWorld {
 
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
         self.namespace_queues.get(namespace).cloned()
+    }
+
+    fn note_unconfirmed_group(&self, namespace: &str, group: &str) -> bool {
+        self.unconfirmed.as_ref().is_none_or(|u| {
+            let mut u = u.lock().expect("not poisoned");
+            u.try_note(namespace, group, std::time::Instant::now())
+        })
+    }
+
+    fn namespace_served(&self, namespace: &str, rule: &ServedNamespaces) -> bool {
+        let Some(known) = &self.namespace_labels else {
+            return true;
+        };
+        known.get(namespace).is_some_and(|labels| {
+            let labels = labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+            rule.serves(namespace, labels)
+        })
     }
 
     async fn fetch_cluster(

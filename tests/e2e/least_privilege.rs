@@ -52,7 +52,9 @@ async fn rayshares_account_writes_only_its_own_objects() {
     let admin = client(&CONTROL_PLANE.admin_kubeconfig).await;
     let rayshare = as_rayshare().await;
     let ns = "e2e-least-privilege";
-    create_namespace(&admin, ns, &[]).await;
+    create_namespace(&admin, ns, &[(ENABLE_LABEL, "true")]).await;
+    let off = "e2e-least-privilege-off";
+    create_namespace(&admin, off, &[]).await;
     let lease_res = resource("coordination.k8s.io", "v1", "Lease", "leases");
     let admin_leases: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &lease_res);
     let leases: Api<DynamicObject> = Api::namespaced_with(rayshare.clone(), ns, &lease_res);
@@ -106,8 +108,21 @@ async fn rayshares_account_writes_only_its_own_objects() {
             .create(&PostParams::default(), &lease("node-1", json!({})))
             .await,
     );
-    // Its own kind of Lease it may create and delete.
+    // Its own kind of Lease it may create and delete, in a namespace the webhook serves.
     let claim = lease("claim", json!({"rayshare.io/index-claim": "true"}));
+    for elsewhere in ["kube-system", off] {
+        let there: Api<DynamicObject> =
+            Api::namespaced_with(rayshare.clone(), elsewhere, &lease_res);
+        let (code, message) = refused(
+            &format!("creating an index claim in {elsewhere}"),
+            there.create(&PostParams::default(), &claim).await,
+        );
+        assert_eq!(code, 403);
+        assert!(
+            message.contains("only in namespaces the webhook serves"),
+            "{message}"
+        );
+    }
     leases.create(&PostParams::default(), &claim).await.unwrap();
     leases
         .delete("claim", &DeleteParams::default())
@@ -138,6 +153,48 @@ async fn rayshares_account_writes_only_its_own_objects() {
     );
     assert_eq!(code, 403);
     assert!(message.contains("rayclusters"), "{message}");
+    // Its own kind of RayCluster, but privileged and outside what the webhook serves: a
+    // leaked token must not turn into pods in kube-system.
+    let managed = json!({"app.kubernetes.io/managed-by": "rayshare"});
+    for elsewhere in ["kube-system", off] {
+        let mut privileged = cluster("squat", managed.clone());
+        privileged["metadata"]["namespace"] = json!(elsewhere);
+        privileged["spec"]["headGroupSpec"]["template"]["spec"]["hostPID"] = json!(true);
+        let there: Api<DynamicObject> =
+            Api::namespaced_with(rayshare.clone(), elsewhere, &ray_cluster_resource());
+        let object: DynamicObject = serde_json::from_value(privileged).unwrap();
+        let (code, message) = refused(
+            &format!("creating a RayCluster in {elsewhere}"),
+            there.create(&PostParams::default(), &object).await,
+        );
+        assert_eq!(code, 403);
+        assert!(
+            message.contains("only in namespaces the webhook serves"),
+            "{message}"
+        );
+    }
+    // Where it serves, it may create its own, and change its metadata, never its spec.
+    let own: DynamicObject = serde_json::from_value(cluster("own", managed.clone())).unwrap();
+    clusters.create(&PostParams::default(), &own).await.unwrap();
+    let params = kube::api::PatchParams::default();
+    let annotate = json!({"metadata": {"annotations": {"rayshare.io/idle-since": "x"}}});
+    clusters
+        .patch("own", &params, &kube::api::Patch::Merge(&annotate))
+        .await
+        .unwrap();
+    let host_pid = json!({"spec": {"headGroupSpec": {"template": {"spec": {"hostPID": true}}}}});
+    let (code, message) = refused(
+        "changing a RayCluster's spec",
+        clusters
+            .patch("own", &params, &kube::api::Patch::Merge(&host_pid))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(message.contains("never changes the spec"), "{message}");
+    clusters
+        .delete("own", &DeleteParams::default())
+        .await
+        .unwrap();
     clusters
         .delete("shared", &DeleteParams::default())
         .await

@@ -107,6 +107,27 @@ pub fn group(
     }))
 }
 
+/// The group admission makes, before its pod is stored: [`group`] holding nothing a
+/// stored pod has not asked for. Volcano's `pods/validate` needs only that the group
+/// exists (and that a queue it names is open); `minResources`, which holds queue
+/// capacity, and the priority come from the stored pod when the group provisioner takes
+/// the group up. So a forged review leaves a group that reserves nothing.
+pub fn at_admission(
+    pod: &Value,
+    namespace: &str,
+    request_uid: &str,
+    name: &str,
+    namespace_queue: Option<&str>,
+    cfg: &PodGroups,
+) -> Result<Value, OddPod> {
+    let mut group = group(pod, namespace, request_uid, name, namespace_queue, cfg)?;
+    if let Some(spec) = group["spec"].as_object_mut() {
+        spec.remove("minResources");
+        spec.remove("priorityClassName");
+    }
+    Ok(group)
+}
+
 fn spec_of(pod: &Value) -> Result<&Value, OddPod> {
     pod.get("spec")
         .filter(|s| s.is_object())

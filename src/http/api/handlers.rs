@@ -92,6 +92,29 @@ async fn read_body<W>(
         .map_err(|_| ApiError::BodyTimeout)?
 }
 
+/// The review, its tree's memory held from the trees' budget first (never waiting: a
+/// flood of costly bodies is refused at once). A review too costly to build at all takes
+/// nothing: it is read without its object and answered unchanged.
+fn parse_within<W>(
+    state: &AppState<W>,
+    bytes: bytes::Bytes,
+) -> Result<(review::AdmissionRequest, Option<OwnedSemaphorePermit>), ApiError> {
+    let cost = review::tree_cost(&bytes);
+    let tree = if cost > review::MAX_TREE_BYTES {
+        None
+    } else {
+        let kib = u32::try_from(cost.div_ceil(1024)).unwrap_or(u32::MAX);
+        let trees = state.limits.trees_kib.clone();
+        Some(
+            trees
+                .try_acquire_many_owned(kib)
+                .map_err(|_| ApiError::Overloaded)?,
+        )
+    };
+    let request = review::parse_review_costing(bytes, cost)?;
+    Ok((request, tree))
+}
+
 /// The object passes unchanged: rayshare panicked, or had too much to do already.
 fn passed_unchanged(
     req: &review::AdmissionRequest,
@@ -118,9 +141,7 @@ pub async fn mutate<W: World>(
     let started = Instant::now();
     let metrics = &state.metrics;
     let request = match read_body(&state, &headers, body).await {
-        Ok((bytes, held)) => review::parse_review(bytes)
-            .map(|r| (r, held))
-            .map_err(ApiError::from),
+        Ok((bytes, held)) => parse_within(&state, bytes).map(|(r, tree)| (r, (held, tree))),
         Err(e) => Err(e),
     };
     let (request, _held) = match request {

@@ -26,6 +26,9 @@ pub struct Limits {
     /// A quarter of the bytes, kept for small bodies (every real pod, most RayJobs), so a
     /// flood of large ones cannot crowd them out.
     pub small_kib: Arc<Semaphore>,
+    /// What the bodies held at once would become as trees (`admission::review::tree_cost`),
+    /// in KiB permits: twice the bodies' bytes.
+    pub trees_kib: Arc<Semaphore>,
     /// Admissions being worked on.
     pub admissions: Arc<Semaphore>,
 }
@@ -39,6 +42,7 @@ impl Limits {
         Self {
             buffered_kib: Arc::new(Semaphore::new(kib - kib / 4)),
             small_kib: Arc::new(Semaphore::new(kib / 4)),
+            trees_kib: Arc::new(Semaphore::new(2 * kib)),
             admissions: Arc::new(Semaphore::new(max_in_flight)),
         }
     }

@@ -45,17 +45,24 @@ impl KubeWorld {
         events: Option<super::events::EventSink>,
     ) -> (Arc<Self>, Wakeups) {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
-        let need_namespaces = config.pod_groups.enabled;
+        // Admission makes groups and claims only in namespaces this watch shows served.
+        let need_namespaces = config.pod_groups.enabled || config.indices.enabled;
 
         let wakeups = tokio::sync::mpsc::unbounded_channel();
         let stop_wakeups = tokio::sync::mpsc::unbounded_channel();
         let pod_wakeups = tokio::sync::mpsc::unbounded_channel();
+        let unconfirmed = Arc::new(std::sync::Mutex::new(
+            crate::domain::unconfirmed::Unconfirmed::new(std::time::Duration::from_secs(
+                config.pod_groups.unconfirmed_grace_seconds,
+            )),
+        ));
         let pods = config.pod_groups.enabled.then(|| {
             let api: Api<Pod> = Api::all(watch_client.clone());
             let (reader, writer) = reflector::store();
             let selector = format!("{}={}", labels::POD_GROUPED, config.instance);
             let selector = watcher::Config::default().labels(&selector).any_semantic();
             let wake = pod_wakeups.0.clone();
+            let stored = unconfirmed.clone();
             let stream = watcher(api, selector)
                 .default_backoff()
                 .modify(|pod: &mut Pod| {
@@ -70,7 +77,12 @@ impl KubeWorld {
                 .reflect(writer)
                 .inspect_ok(move |event| {
                     if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
-                        let _ = wake.send((pod.namespace().unwrap_or_default(), pod.name_any()));
+                        let namespace = pod.namespace().unwrap_or_default();
+                        if let Some(group) = pod.annotations().get(labels::GROUP_NAME) {
+                            let mut u = stored.lock().expect("not poisoned");
+                            u.confirm(&namespace, group);
+                        }
+                        let _ = wake.send((namespace, pod.name_any()));
                     }
                 });
             drive("Pod", stream);
@@ -170,6 +182,7 @@ impl KubeWorld {
             ),
             events,
             cluster_reads: Default::default(),
+            unconfirmed,
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

@@ -47,6 +47,8 @@ pub struct KubeWorld {
     events: Option<events::EventSink>,
     /// Admission's reads of clusters the cache does not hold, shared.
     cluster_reads: cluster_reads::ClusterReads,
+    /// Groups made at admission whose pods the pod watch has not shown stored yet.
+    unconfirmed: Arc<std::sync::Mutex<crate::domain::unconfirmed::Unconfirmed>>,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
@@ -240,6 +242,23 @@ impl World for KubeWorld {
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
         let ns = self.namespaces.as_ref()?.get(&ObjectRef::new(namespace))?;
         ns.annotations().get(labels::QUEUE_NAME).cloned()
+    }
+
+    fn note_unconfirmed_group(&self, namespace: &str, group: &str) -> bool {
+        let mut u = self.unconfirmed.lock().expect("not poisoned");
+        u.try_note(namespace, group, Instant::now())
+    }
+
+    fn namespace_served(&self, namespace: &str, rule: &crate::config::ServedNamespaces) -> bool {
+        let Some(ns) = self
+            .namespaces
+            .as_ref()
+            .and_then(|s| s.get(&ObjectRef::new(namespace)))
+        else {
+            return false;
+        };
+        let labels = ns.labels().iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        rule.serves(namespace, labels)
     }
 
     async fn claim_slot(&self, r: &IndexRequest, timeout: Duration) -> Result<Claimed, WorldError> {

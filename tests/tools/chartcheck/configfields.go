@@ -120,6 +120,9 @@ func configFieldsCmd(args []string) error {
 	var msgs []string
 	diff := func(what string, got []string) {
 		for _, p := range want {
+			if derivedConfig(p) {
+				continue
+			}
 			if !slices.Contains(got, p) {
 				msgs = append(msgs, fmt.Sprintf("%s lacks config.%s (a field of %s)", what, p, args[0]))
 			}
@@ -137,4 +140,12 @@ func configFieldsCmd(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "chartcheck: config has the %d fields of %s\n", len(want), args[0])
 	return nil
+}
+
+// derivedConfig says whether a config field is set by the chart's templates from other
+// values (so it is neither a value nor in the schema): servedNamespaces comes from
+// webhook.enableLabel and webhook.excludedNamespaces, so that what rayshare serves is what
+// the webhook registration selects.
+func derivedConfig(path string) bool {
+	return strings.HasPrefix(path, "servedNamespaces.") || path == "servedNamespaces"
 }

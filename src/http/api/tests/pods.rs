@@ -35,11 +35,11 @@ async fn volcano_pod_gets_its_pod_group_during_admission() {
         group["metadata"]["labels"]["rayshare.io/instance"],
         "rayshare"
     );
-    // From the containers, which triage does not read.
-    assert_eq!(
-        group["spec"]["minResources"],
-        json!({"cpu": "2", "memory": "1073741824"})
-    );
+    // Nothing that holds queue capacity on a review's word: the requests (and the
+    // priority) come from the stored pod.
+    assert_eq!(group["spec"]["minMember"], 1);
+    assert!(group["spec"].get("minResources").is_none(), "{group}");
+    assert!(group["spec"].get("priorityClassName").is_none(), "{group}");
     assert!(
         group["metadata"]["annotations"]
             .get("rayshare.io/pod-uid")
@@ -49,6 +49,67 @@ async fn volcano_pod_gets_its_pod_group_during_admission() {
     let again = post(s.clone(), &body).await;
     assert_eq!(patch_of(&again), ops);
     assert_eq!(s.world.created().len(), 1);
+}
+
+/// A review names its namespace itself: rayshare makes a group only where its own
+/// namespace watch shows the webhook is enabled. Elsewhere the pod passes unchanged, so
+/// Volcano's own controller groups it, and nothing is made.
+#[rstest]
+#[case::not_labelled("team-off", &[])]
+#[case::labelled_off("team-off", &[("rayshare.io/enabled", "false")])]
+#[case::excluded("kube-system", &[("rayshare.io/enabled", "true")])]
+#[case::unknown("nowhere", &[])]
+#[tokio::test]
+async fn a_pod_in_a_namespace_rayshare_does_not_serve_gets_no_group(
+    #[case] namespace: &str,
+    #[case] labels: &[(&str, &str)],
+) {
+    let mut known = std::collections::HashMap::new();
+    let on = [("rayshare.io/enabled".to_string(), "true".to_string())];
+    known.insert("team".to_string(), on.into_iter().collect());
+    if namespace != "nowhere" {
+        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        known.insert(namespace.to_string(), labels.collect());
+    }
+    let world = MemoryWorld {
+        namespace_labels: Some(known),
+        ..MemoryWorld::default()
+    };
+    let s = state(world, Config::default());
+    let mut body = review("", "v1", "Pod", "CREATE", sample("pod"));
+    body["request"]["namespace"] = json!(namespace);
+    let r = post(s.clone(), &body).await;
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none(), "{r}");
+    assert!(s.world.created().is_empty());
+    assert!(s.metrics.encode().contains("cause=\"not_served\""));
+    // The same pod where the webhook is enabled gets its group.
+    body["request"]["namespace"] = json!("team");
+    let r = post(s.clone(), &body).await;
+    assert!(r.get("patch").is_some(), "{r}");
+    assert_eq!(s.world.created().len(), 1);
+}
+
+/// Groups made at admission whose pods were never stored are capped: past the cap a
+/// pod passes unchanged (Volcano groups it) and nothing more is made.
+#[tokio::test]
+async fn groups_made_at_admission_are_capped() {
+    use crate::domain::unconfirmed::Unconfirmed;
+    let caps = Unconfirmed::with_caps(std::time::Duration::from_secs(30), 2, 10);
+    let world = MemoryWorld {
+        unconfirmed: Some(std::sync::Mutex::new(caps)),
+        ..MemoryWorld::default()
+    };
+    let s = state(world, Config::default());
+    for i in 0..3 {
+        let mut pod = sample("pod");
+        pod["metadata"]["name"] = json!(format!("forged-{i}"));
+        let r = post(s.clone(), &review("", "v1", "Pod", "CREATE", pod)).await;
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r.get("patch").is_some(), i < 2, "{i}: {r}");
+    }
+    assert_eq!(s.world.created().len(), 2);
+    assert!(s.metrics.encode().contains("cause=\"unconfirmed_bound\""));
 }
 
 /// With `podGroups.createAtAdmission: false` the group is made only from the stored pod.
@@ -114,10 +175,18 @@ async fn an_odd_pod_can_be_denied_when_configured() {
 /// KubeRay makes a cluster's first worker pods a moment after the cluster: a cache that
 /// has not caught up is not a reason to leave a slice's pod without indices.
 #[rstest]
-#[case::cache_caught_up(false)]
-#[case::cache_behind(true)]
+#[case::cache_caught_up(false, None, true)]
+#[case::cache_behind(true, None, true)]
+#[case::owned_by_the_cluster(false, Some("u-tpu"), true)]
+// A review naming a cluster uid the API server does not have holds no slot.
+#[case::owned_by_another_uid(false, Some("forged"), false)]
+#[case::another_uid_cache_behind(true, Some("forged"), false)]
 #[tokio::test]
-async fn a_worker_of_a_cluster_the_cache_has_not_seen_still_gets_indices(#[case] behind: bool) {
+async fn a_worker_of_a_cluster_the_cache_has_not_seen_still_gets_indices(
+    #[case] behind: bool,
+    #[case] owner_uid: Option<&str>,
+    #[case] indexed: bool,
+) {
     let world = MemoryWorld {
         cache_behind: behind,
         ..MemoryWorld::default()
@@ -131,11 +200,21 @@ async fn a_worker_of_a_cluster_the_cache_has_not_seen_still_gets_indices(#[case]
         .unwrap()
         .insert(("RayCluster".into(), "team".into(), "tpu".into()), cluster);
     let s = state(world, Config::default());
-    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"generateName": "tpu-a-",
             "labels": {"ray.io/cluster": "tpu", "ray.io/group": "a", "ray.io/node-type": "worker"}},
         "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}});
-    let r = post(s, &review("", "v1", "Pod", "CREATE", pod)).await;
+    if let Some(uid) = owner_uid {
+        pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "ray.io/v1",
+            "kind": "RayCluster", "name": "tpu", "uid": uid, "controller": true}]);
+    }
+    let r = post(s.clone(), &review("", "v1", "Pod", "CREATE", pod)).await;
+    assert_eq!(r["allowed"], true);
+    if !indexed {
+        assert!(r.get("patch").is_none(), "{r}");
+        assert!(s.world.claims.lock().unwrap().is_empty());
+        return;
+    }
     let ops = patch_of(&r);
     let labelled = |key: &str| {
         ops.iter()

@@ -104,3 +104,31 @@ async fn past_the_buffered_bytes_a_request_is_refused_at_once() {
     assert_eq!(s.limits.buffered_kib.available_permits(), large);
     assert_eq!(s.limits.small_kib.available_permits(), 512);
 }
+
+/// What a body would become as a tree is held from its own budget before it is parsed:
+/// a body of many tiny objects, small in bytes, is refused at once when the trees' budget
+/// cannot hold it, and the budget comes back once answered.
+#[tokio::test]
+async fn a_body_whose_tree_would_not_fit_is_refused_before_it_is_built() {
+    let s = state_with_limits(Limits::new(64 * 1024, 64));
+    let trees = s.limits.trees_kib.available_permits();
+    assert_eq!(trees, 128);
+    let mut job = sample("rayjob");
+    job["metadata"]["annotations"] = json!({"a": "b"});
+    job["spec"]["x"] = json!(vec![json!({"a": 0}); 4000]);
+    let body = review("ray.io", "v1", "RayJob", "CREATE", job).to_string();
+    assert!(body.len() < 40 * 1024, "{}", body.len());
+    let (status, v) = call(
+        s.clone(),
+        Method::POST,
+        "/mutate",
+        "application/json",
+        body.into_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["cause"], "overloaded");
+    let small = review("", "v1", "Pod", "CREATE", sample("pod"));
+    assert_eq!(post(s.clone(), &small).await["allowed"], true);
+    assert_eq!(s.limits.trees_kib.available_permits(), trees);
+}
