@@ -30,6 +30,12 @@ mod ray_table;
 
 /// A Ray job still listed as running this long after its stop is stopped again.
 const STOPPING_FOR: Duration = Duration::from_secs(60);
+/// Ray jobs of one cluster judged (a RayJob read, maybe a stop) in one pass; the rest wait
+/// for the next, so one head listing many running jobs cannot hold the stopper.
+const SUSPECTS_PER_PASS: usize = 64;
+/// One cluster's pass ends after this many dashboard timeouts, whatever its head does:
+/// the stopper looks at one cluster at a time, and the others' jobs wait meanwhile.
+const PASS_TIMEOUTS: u32 = 4;
 
 /// The job stopper, as the runner drives it: leader only, one cluster at a time.
 pub struct StopJobs {
@@ -101,10 +107,14 @@ impl Reconciler for StopJobs {
             .lock()
             .expect("not poisoned")
             .insert(key.clone());
-        look.cluster(key, &mut stopping).await.map_err(|e| Failure {
-            cause: e.cause(),
-            error: Box::new(e),
-        })
+        let deadline =
+            Duration::from_millis(self.config.shared_clusters.stop_jobs.timeout_ms) * PASS_TIMEOUTS;
+        let pass = tokio::time::timeout(deadline, look.cluster(key, &mut stopping)).await;
+        pass.unwrap_or(Err(LookError::Slow(deadline)))
+            .map_err(|e| Failure {
+                cause: e.cause(),
+                error: Box::new(e),
+            })
     }
 }
 
@@ -132,13 +142,15 @@ enum LookError {
     HeadPods(#[from] kube::Error),
     #[error("reading the cluster's auth token: {0}")]
     AuthSecret(String),
+    #[error("the cluster's pass took longer than {0:?}; the rest waits for the next")]
+    Slow(Duration),
 }
 
 impl LookError {
     fn cause(&self) -> Cause {
         match self {
             // Both keep the stopper from the dashboard.
-            Self::Dashboard(_) | Self::AuthSecret(_) => Cause::Dashboard,
+            Self::Dashboard(_) | Self::AuthSecret(_) | Self::Slow(_) => Cause::Dashboard,
             Self::HeadPods(_) => Cause::ReconcileList,
         }
     }
@@ -189,7 +201,11 @@ impl Look<'_> {
             None => None,
         };
         let auth = auth.as_deref();
-        let submissions = self.dashboard.submissions(&base, auth).await?;
+        let list = self.dashboard.submissions(&base, auth).await?;
+        if list.truncated {
+            tracing::warn!(namespace = %ns, cluster = %name, max = job_life::job_list::MAX_JOBS, "the dashboard lists more jobs than rayshare reads; the first ones are judged");
+        }
+        let submissions = list.submissions;
         // The stored jobs of this namespace by token, as the watch knows them.
         let stored = self.world.stored_jobs();
         let stored = stored
@@ -200,7 +216,10 @@ impl Look<'_> {
         let instance = &self.config.instance;
         let asked = |id: &str| stopping.contains_key(id);
         let triage = job_life::triage(&submissions, &known, asked, instance, ns);
-        for (sub, token) in triage.suspects {
+        if triage.suspects.len() > SUSPECTS_PER_PASS {
+            tracing::info!(namespace = %ns, cluster = %name, suspects = triage.suspects.len(), judged = SUSPECTS_PER_PASS, "more Ray jobs to judge than one pass does; the rest next pass");
+        }
+        for (sub, token) in triage.suspects.into_iter().take(SUSPECTS_PER_PASS) {
             // The cache may lag (a job just created): ask the API server before acting.
             let owner = match self.owner(ns, token).await {
                 Ok(owner) => owner,

@@ -9,10 +9,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use crate::domain::shared_cluster::job_life::{self, Submission};
+use crate::domain::shared_cluster::job_life::job_list::{self, JobList};
 
-/// Job lists of a busy head are large; anything past this is not a job list.
-const MAX_BODY: usize = 32 << 20;
+/// Job lists of a busy head are large (each entry carries its runtime env); anything
+/// past this is not a job list. The head runs a tenant's image: its answers are read
+/// typed (`job_list`), never built as a tree.
+const MAX_BODY: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DashboardError {
@@ -46,12 +48,11 @@ impl Dashboard {
         &self,
         base: &str,
         token: Option<&str>,
-    ) -> Result<Vec<Submission>, DashboardError> {
+    ) -> Result<JobList, DashboardError> {
         let url = format!("{base}/api/jobs/");
         let body = self.call(hyper::Method::GET, &url, token).await?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
-        job_life::parse_submissions(&value).map_err(|e| failed(&url, e))
+        job_list::read(&mut serde_json::Deserializer::from_slice(&body))
+            .map_err(|e| failed(&url, e))
     }
 
     /// Stops submission `id`; `Ok(false)` when it was over already.
@@ -63,9 +64,7 @@ impl Dashboard {
     ) -> Result<bool, DashboardError> {
         let url = format!("{base}/api/jobs/{}/stop", path_segment(id));
         let body = self.call(hyper::Method::POST, &url, token).await?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
-        Ok(value["stopped"] == true)
+        flag(&url, &body, "stopped")
     }
 
     /// Deletes the record of submission `id` (Ray deletes only a job that is over: a
@@ -83,9 +82,7 @@ impl Dashboard {
             return Ok(false);
         }
         let body = checked(&url, token, status, body)?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| failed(&url, e))?;
-        Ok(value["deleted"] == true)
+        flag(&url, &body, "deleted")
     }
 
     async fn call(
@@ -151,6 +148,12 @@ fn checked(
         return Err(failed(url, format!("HTTP {status}: {text}")));
     }
     Ok(body)
+}
+
+/// Whether the answer `{"<name>": true, ...}` says so; its other fields are skipped unread.
+fn flag(url: &str, body: &[u8], name: &str) -> Result<bool, DashboardError> {
+    let flags: job_list::Flags = serde_json::from_slice(body).map_err(|e| failed(url, e))?;
+    Ok(flags.is_set(name))
 }
 
 fn failed(url: &str, e: impl std::fmt::Display) -> DashboardError {

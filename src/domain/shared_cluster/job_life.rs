@@ -56,18 +56,21 @@ pub fn downloads_code_into_cwd(entrypoint: &str) -> bool {
     (v1 && relative("--dest-dir")) || (v2 && relative("--dest"))
 }
 
-/// The entrypoint run in a directory of its own (`<root>/<token>`, removed when the
-/// driver ends or is stopped), with that directory first on the Python path the way the
-/// pod's working directory was. One quoted `sh -c` word: KubeRay's submitter pastes the
-/// entrypoint unquoted into a bash command line, where a bare `&&` or `;` would run on
-/// the submitter instead of the head. (`root` and `token` hold no shell metacharacters:
-/// config validation and [`token`].)
+/// The entrypoint run in a directory of its own, removed when the driver ends or is
+/// stopped, with that directory first on the Python path the way the pod's working
+/// directory was. Jobs sharing a head are other tenants' code: the directory is made
+/// fresh by `mktemp -d` (mode 0700, a name no other job can guess: the token is a public
+/// label), so no job can plant a `sitecustomize.py` where another's driver will start.
+/// One quoted `sh -c` word: KubeRay's submitter pastes the entrypoint unquoted into a
+/// bash command line, where a bare `&&` or `;` would run on the submitter instead of the
+/// head. (`root` and `token` hold no shell metacharacters: config validation and
+/// [`token`].)
 pub fn in_own_directory(entrypoint: &str, root: &str, token: &str) -> String {
-    let dir = format!("{}/{token}", root.trim_end_matches('/'));
+    let root = root.trim_end_matches('/');
     let script = format!(
-        "mkdir -p {dir} && cd {dir} || exit 1; trap \"cd / && rm -rf {dir}\" EXIT; \
-         trap \"exit 143\" TERM INT; export PYTHONPATH=\"{dir}${{PYTHONPATH:+:$PYTHONPATH}}\"; \
-         {entrypoint}"
+        "mkdir -p {root} && d=$(mktemp -d {root}/{token}.XXXXXXXXXX) && cd $d || exit 1; \
+         trap \"cd / && rm -rf $d\" EXIT; trap \"exit 143\" TERM INT; \
+         export PYTHONPATH=\"$d${{PYTHONPATH:+:$PYTHONPATH}}\"; {entrypoint}"
     );
     format!("sh -c '{}'", script.replace('\'', r"'\''"))
 }
@@ -133,24 +136,11 @@ impl Submission {
     }
 }
 
-/// The submissions of a job list answer; entries without a submission id (drivers run
-/// by hand with `ray.init`) cannot be stopped through the job API and are left out.
+/// The submissions of a job list answer (see [`job_list`]).
 pub fn parse_submissions(body: &Value) -> Result<Vec<Submission>, String> {
-    let jobs = body.as_array().ok_or("the job list is not a JSON array")?;
-    Ok(jobs
-        .iter()
-        .filter_map(|job| {
-            let id = job["submission_id"].as_str()?;
-            Some(Submission {
-                id: id.to_string(),
-                status: job["status"].as_str().unwrap_or_default().to_string(),
-                tie: job["runtime_env"]["env_vars"][TOKEN_ENV]
-                    .as_str()
-                    .and_then(Tie::parse),
-                end_time: job["end_time"].as_u64(),
-            })
-        })
-        .collect())
+    job_list::read(body)
+        .map(|list| list.submissions)
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +354,7 @@ pub fn job_token(job: &Value) -> Option<&str> {
 }
 
 mod dashboard;
+pub mod job_list;
 pub use dashboard::*;
 
 #[cfg(test)]

@@ -329,7 +329,7 @@ fn fast_registered_entrypoints_get_their_own_directory(
         panic!()
     };
     let now = r.job["spec"]["entrypoint"].as_str().unwrap();
-    let own = "sh -c 'mkdir -p /tmp/rayshare-jobs/uid-1 && ";
+    let own = "sh -c 'mkdir -p /tmp/rayshare-jobs && d=$(mktemp -d /tmp/rayshare-jobs/uid-1.";
     assert_eq!(now.starts_with(own), moved);
     assert!(now.contains(entrypoint));
     // Where a job runs is not part of its cluster's identity.

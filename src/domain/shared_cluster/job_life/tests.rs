@@ -316,8 +316,44 @@ fn finds_entrypoints_that_download_into_cwd(#[case] entrypoint: &str, #[case] ex
 #[test]
 fn own_directory_wraps_the_entrypoint_in_one_shell_word() {
     let e = in_own_directory("a0 --dest . --name 'x y'", "/tmp/rayshare-jobs/", "uid-1");
-    let expected = r#"sh -c 'mkdir -p /tmp/rayshare-jobs/uid-1 && cd /tmp/rayshare-jobs/uid-1 || exit 1; trap "cd / && rm -rf /tmp/rayshare-jobs/uid-1" EXIT; trap "exit 143" TERM INT; export PYTHONPATH="/tmp/rayshare-jobs/uid-1${PYTHONPATH:+:$PYTHONPATH}"; a0 --dest . --name '\''x y'\'''"#;
+    let expected = r#"sh -c 'mkdir -p /tmp/rayshare-jobs && d=$(mktemp -d /tmp/rayshare-jobs/uid-1.XXXXXXXXXX) && cd $d || exit 1; trap "cd / && rm -rf $d" EXIT; trap "exit 143" TERM INT; export PYTHONPATH="$d${PYTHONPATH:+:$PYTHONPATH}"; a0 --dest . --name '\''x y'\'''"#;
     assert_eq!(e, expected);
+}
+
+/// Run by a shell as KubeRay's submitter does (pasted into a bash command line): the
+/// driver starts in a fresh directory of mode 0700 that no other job could have made
+/// first (a directory named after the public token is not used), first on the Python
+/// path, and the directory goes with the driver.
+#[test]
+fn a_driver_starts_in_a_fresh_private_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let planted = root.path().join("uid-1");
+    std::fs::create_dir(&planted).unwrap();
+    std::fs::write(planted.join("sitecustomize.py"), "raise SystemExit(9)").unwrap();
+    let probe = r#"pwd; stat -c %a .; echo "PP=$PYTHONPATH""#;
+    let command = in_own_directory(probe, &root.path().display().to_string(), "uid-1");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&command)
+        .env_remove("PYTHONPATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let dir = lines.next().unwrap();
+    let prefix = format!("{}/uid-1.", root.path().display());
+    assert!(
+        dir.starts_with(&prefix) && dir.len() == prefix.len() + 10,
+        "{dir}"
+    );
+    assert_eq!(lines.next(), Some("700"));
+    assert_eq!(lines.next(), Some(format!("PP={dir}").as_str()));
+    assert!(
+        !std::path::Path::new(dir).exists(),
+        "removed with the driver"
+    );
+    assert!(planted.exists(), "another job's directory is left alone");
 }
 
 #[rstest]
