@@ -280,12 +280,26 @@ fn section(out: &mut String, header: &str, rows: impl Iterator<Item = String>) {
     let mut w = tabwriter::TabWriter::new(Vec::new()).padding(3);
     let _ = writeln!(w, "  {header}");
     for row in rows {
-        let _ = writeln!(w, "  {row}");
+        let _ = writeln!(w, "  {}", printable(&row));
     }
     let _ = w.flush();
     out.push_str(&String::from_utf8_lossy(
         &w.into_inner().unwrap_or_default(),
     ));
+}
+
+/// A row with every control character but its column tabs escaped: names come from
+/// tenants' objects, and a terminal must not take them for commands.
+fn printable(row: &str) -> String {
+    let mut out = String::with_capacity(row.len());
+    for c in row.chars() {
+        if c.is_control() && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn worker_text(w: &WorkerGroup) -> String {

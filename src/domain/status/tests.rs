@@ -208,3 +208,8 @@ fn json_has_every_field() {
     assert!(busy["idle_seconds"].is_null());
     assert_eq!(v["namespaces"]["tpu"]["index_claims"][1]["replica"], "10");
 }
+
+#[test]
+fn tenant_text_cannot_drive_the_terminal() {
+    assert_eq!(super::printable("a\tb\x1b[2Jc\n"), "a\tb\\u{1b}[2Jc\\n");
+}

@@ -231,8 +231,10 @@ fn slim_job(job: &mut DynamicObject) {
 /// whether it is suspended.
 fn slim_cluster(o: &mut DynamicObject) {
     o.managed_fields_mut().clear();
+    // Every RayCluster of every namespace is cached on every replica: only rayshare's own
+    // annotations are read, so a tenant's annotations cannot grow rayshare.
     o.annotations_mut()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
+        .retain(|k, _| k.starts_with("rayshare.io/"));
     let Some(spec) = o.data.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -252,7 +254,8 @@ mod tests {
     fn a_slim_cluster_keeps_what_its_readers_need() {
         let mut cluster: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": "c", "namespace": "n"},
+            "metadata": {"name": "c", "namespace": "n",
+                "annotations": {"rayshare.io/idle-ttl-seconds": "60", "tenant": "x".repeat(4096)}},
             "spec": {"suspend": true, "authOptions": {"mode": "token"},
                 "headGroupSpec": {"template": {}},
                 "workerGroupSpecs": [{"groupName": "g", "replicas": 2, "template": {}}]},
@@ -265,5 +268,7 @@ mod tests {
         assert_eq!(spec["workerGroupSpecs"][0]["groupName"], "g");
         assert!(spec.get("headGroupSpec").is_none());
         assert!(spec["workerGroupSpecs"][0].get("template").is_none());
+        let kept: Vec<_> = cluster.annotations().keys().collect();
+        assert_eq!(kept, ["rayshare.io/idle-ttl-seconds"]);
     }
 }
