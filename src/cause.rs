@@ -20,7 +20,8 @@ pub enum Cause {
     OddObject,
     /// Tenant-written text past one of rayshare's bounds (depth, size, expansion).
     InputBound,
-    /// More admissions in flight than `admission.maxInFlight`.
+    /// More admissions in flight than `--max-in-flight` for longer than half of
+    /// `admissionTimeoutMs`, or request bodies past `--max-buffered-bytes`.
     Overloaded,
     NameConflict,
     PoolExhausted,

@@ -13,6 +13,7 @@ pub mod app;
 pub mod cause;
 pub mod cli;
 pub mod config;
+pub mod docs;
 pub mod domain;
 pub mod drain;
 pub(crate) mod health;

@@ -247,7 +247,7 @@ impl Default for Metrics {
         let events_dropped = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "events_dropped",
-            "Events not recorded: queue_full, not_stored (the admitted object never appeared), rate_limited, api_error",
+            "Events not recorded, by why: bad_name (a name no stored object can have), queue_full, not_stored (the admitted object never appeared), rate_limited, api_error",
             events_dropped.clone(),
         );
         Self {

@@ -143,14 +143,20 @@ pub fn spawn<R: Reconciler>(
                     again.take(&key).into_iter().collect()
                 }
                 keys = next_keys(&mut wakeups, &mut resync, || reconciler.all()) => {
-                    match keys { Some(keys) => keys, None => return }
+                    let Some(keys) = keys else { return };
+                    // A resync with nothing to look at is a pass too: an idle reconciler
+                    // is not a stalled one (RayshareReconcilerStalled).
+                    looked_since_pass |= keys.is_empty() && leads;
+                    keys
                 }
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(Instant::now)), if retry_at.is_some() => {
                     backoff.due()
                 }
                 changed = became_leader(&mut leading) => {
                     if changed.is_err() { return }
-                    reconciler.all().into_iter().collect()
+                    let keys: BTreeSet<Key> = reconciler.all().into_iter().collect();
+                    looked_since_pass |= keys.is_empty();
+                    keys
                 }
             };
             for key in woken {
@@ -442,5 +448,29 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(flaky.looks.lock().unwrap().contains(&"b".to_string()));
         task.abort();
+    }
+
+    /// Nothing to look at (`Slow` names no keys): each resync is a pass, on a follower none.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_reconciler_counts_its_passes_and_an_idle_follower_none() {
+        let passes = |m: &Metrics| {
+            m.reconcile_passes
+                .get_or_create(&KindLabel { kind: "Test" })
+                .get()
+        };
+        let every = Duration::from_secs(10);
+        let (idle, follower) = (Arc::new(Metrics::default()), Arc::new(Metrics::default()));
+        let (lead, leading) = watch::channel(false);
+        let schedule = Schedule::every_replica(every, 1, MAX_BACKOFF);
+        let a = spawn(Arc::new(Slow::default()), schedule, None, idle.clone());
+        let schedule = Schedule::while_leading(every, leading);
+        let b = spawn(Arc::new(Slow::default()), schedule, None, follower.clone());
+        tokio::time::sleep(Duration::from_secs(35)).await;
+        assert_eq!((passes(&idle), passes(&follower)), (4, 0));
+        lead.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(passes(&follower), 1);
+        a.abort();
+        b.abort();
     }
 }
