@@ -7,6 +7,7 @@
 
 mod clients;
 mod lifecycle;
+mod memory;
 mod wire;
 
 use std::net::{SocketAddr, TcpListener as StdTcpListener, TcpStream};

@@ -75,7 +75,7 @@ pub fn queued_after_rewrite(job: &Value, namespace: &str, cfg: &SharedClusters) 
     }
     if cfg.kueue == Kueue::Skip {
         return Some(Plan::Skip(Some(format!(
-            "rayshare: Kueue's webhook put this job in queue {queue} after rayshare sent it to shared RayCluster {selected}; KubeRay will fail it: order Kueue's mutating webhook before rayshare's (see rayshare's README, Kueue)"
+            "rayshare: Kueue's webhook put this job in queue {queue} after rayshare sent it to shared RayCluster {selected}; KubeRay will fail it: order Kueue's mutating webhook before rayshare's (see rayshare's docs/shared-clusters.md, Kueue)"
         ))));
     }
     let text = labels::get(job, Meta::Annotations, labels::CLUSTER_SPEC)?;

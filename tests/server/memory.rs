@@ -1,0 +1,83 @@
+//! Memory is bounded by what input becomes, not by its bytes: reviews whose objects would
+//! be huge as trees are answered without building them.
+
+use super::*;
+use clients::*;
+
+/// The process's peak resident memory so far (`VmHWM`), in KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
+}
+
+/// A RayJob review of about 3 MB carrying 380,000 tiny objects (`{"a":0}`): a few MB of
+/// bytes, about 270 MB as a `serde_json::Value` tree.
+fn tiny_objects_review(uid: &str) -> Vec<u8> {
+    let mut review = rayjob_review(uid);
+    review["request"]["object"]["spec"]["x"] = json!([]);
+    let text = review.to_string();
+    let (head, tail) = text.split_at(text.find(r#""x":[]"#).unwrap() + 5);
+    let mut body = head.as_bytes().to_vec();
+    for i in 0..380_000 {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(br#"{"a":0}"#);
+    }
+    body.extend_from_slice(tail.as_bytes());
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_reviews_of_tiny_objects_at_once_stay_far_below_the_limit() {
+    init_crypto();
+    let dir = TempDir::new().unwrap();
+    let pki = generate_pki(dir.path());
+    let server = Server::start(dir.path(), ServeOptions::new(&pki)).await;
+    let client = client(&[&pki.ca]);
+    // Warm: the first request sets up TLS and the handlers.
+    admitted(
+        post_review(&client, &server, &deployment_review("warm"))
+            .await
+            .unwrap(),
+        "warm",
+    )
+    .await;
+    let before = peak_kib(server.pid());
+    let bodies: Vec<_> = (0..3)
+        .map(|i| tiny_objects_review(&format!("t{i}")))
+        .collect();
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b.len() > 2_900_000 && b.len() < 3 << 20)
+    );
+    let sends = bodies.into_iter().enumerate().map(|(i, body)| {
+        let client = client.clone();
+        let url = server.url("/mutate");
+        async move {
+            let r = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            admitted(r, &format!("t{i}")).await
+        }
+    });
+    for response in futures::future::join_all(sends).await {
+        assert_eq!(response["allowed"], true, "{response}");
+        assert!(response.get("patch").is_none(), "{response}");
+        let warning = response["warnings"][0].as_str().unwrap_or_default();
+        assert!(warning.contains("MiB"), "{response}");
+    }
+    let grown_mib = (peak_kib(server.pid()) - before) / 1024;
+    eprintln!("rayshare serve's peak grew by {grown_mib} MiB");
+    assert!(grown_mib < 128, "peak grew by {grown_mib} MiB");
+    assert!(server.metrics().await.contains(r#"cause="input_bound""#));
+}
