@@ -3,6 +3,7 @@
 mod admission;
 mod chart;
 mod drain;
+mod drain_instances;
 mod events;
 mod harness;
 mod hostile;
