@@ -28,7 +28,7 @@ pub async fn shared_cluster(env: &TestEnv) -> String {
 
 /// An index claim, a PodGroup made at admission and never taken up (no owner), and an
 /// idle shared cluster of installation `instance`, as it leaves them in `ns`.
-fn objects_of(instance: &str, tag: &str) -> [Value; 3] {
+pub fn objects_of(instance: &str, tag: &str) -> [Value; 3] {
     let mine =
         json!({"app.kubernetes.io/managed-by": "rayshare", "rayshare.io/instance": instance});
     let mut claim_labels = mine.clone();
@@ -60,17 +60,17 @@ fn objects_of(instance: &str, tag: &str) -> [Value; 3] {
 }
 
 /// The names of rayshare's objects of one kind in `ns` (any installation).
-async fn names(env: &TestEnv, ar: &kube::core::ApiResource, ns: &str) -> Vec<String> {
-    let mut names: Vec<String> = env
-        .api(ar, ns)
-        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=rayshare"))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|o| o.metadata.deletion_timestamp.is_none())
-        .map(|o| o.metadata.name.unwrap())
-        .collect();
+pub async fn names(client: &kube::Client, ar: &kube::core::ApiResource, ns: &str) -> Vec<String> {
+    let mut names: Vec<String> =
+        kube::Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), ns, ar)
+            .list(&ListParams::default().labels("app.kubernetes.io/managed-by=rayshare"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|o| o.metadata.deletion_timestamp.is_none())
+            .map(|o| o.metadata.name.unwrap())
+            .collect();
     names.sort();
     names
 }
@@ -100,7 +100,7 @@ async fn draining_one_installation_leaves_the_others_claims_groups_and_clusters(
     ];
     let mut before = Vec::new();
     for (kind, ar) in &kinds {
-        before.push((kind, names(&mine, ar, &theirs.ns).await));
+        before.push((kind, names(&mine.admin, ar, &theirs.ns).await));
     }
 
     // My installation is uninstalled (its job over); theirs keeps running, its job too.
@@ -125,7 +125,7 @@ async fn draining_one_installation_leaves_the_others_claims_groups_and_clusters(
     let ns = &mine.ns;
     for (kind, ar) in &kinds {
         let left = wait_for(&format!("my {kind} to go"), || async {
-            let left = names(&mine, ar, ns).await;
+            let left = names(&mine.admin, ar, ns).await;
             (!left.iter().any(|n| n.contains("mine") || *n == my_cluster)).then_some(left)
         })
         .await;
@@ -139,7 +139,7 @@ async fn draining_one_installation_leaves_the_others_claims_groups_and_clusters(
     }
     // Theirs in their namespace: untouched, their shared cluster included.
     for ((kind, ar), (_, then)) in kinds.iter().zip(&before) {
-        assert_eq!(&names(&theirs, ar, &theirs.ns).await, then, "{kind}");
+        assert_eq!(&names(&theirs.admin, ar, &theirs.ns).await, then, "{kind}");
     }
     assert!(before[0].1.contains(&their_cluster), "{before:?}");
     let group = theirs

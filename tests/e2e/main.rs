@@ -19,3 +19,4 @@ mod security;
 mod shared_clusters;
 mod status;
 mod tenant_isolation;
+mod uninstall_hook;
