@@ -78,8 +78,9 @@ pub enum Command {
     Certs(CertsArgs),
     /// Show the shared-cluster pool, PodGroups and index claims rayshare manages.
     Status(StatusArgs),
-    /// For uninstalling (after `helm uninstall`): delete idle shared clusters now, busy
-    /// ones once their jobs end, and the index claims.
+    /// For uninstalling (after `helm uninstall`, or from the chart's opt-in pre-delete
+    /// hook): delete one installation's idle shared clusters now, busy ones once their
+    /// jobs end, its index claims and the PodGroups it never handed to a pod.
     Drain(DrainArgs),
 }
 
@@ -231,7 +232,8 @@ pub struct Target {
     /// One namespace; all namespaces when absent.
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// Only the shared clusters of this installation (its `instance` setting).
+    /// Only this installation's objects (its `instance` setting, the label
+    /// `rayshare.io/instance`): shared clusters, their RayJobs, PodGroups, index claims.
     #[arg(long)]
     pub instance: Option<String>,
 }
@@ -257,6 +259,15 @@ pub struct DrainArgs {
     /// Delete busy clusters too, now: their running jobs die with them.
     #[arg(long)]
     pub force: bool,
+    /// Drain every installation's objects (and those made before releases labelled their
+    /// installation). Without it, `--instance` must name the one to drain: another
+    /// installation's claims and groups are in use.
+    #[arg(
+        long,
+        conflicts_with = "instance",
+        required_unless_present = "instance"
+    )]
+    pub all_instances: bool,
 }
 
 #[cfg(test)]
@@ -318,6 +329,29 @@ mod tests {
         let err = Cli::try_parse_args(["kubectl-rayshare", "--version"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
         assert!(err.render().to_string().starts_with("rayshare "));
+    }
+
+    #[test]
+    fn drain_names_its_installation_or_says_all() {
+        let err = Cli::try_parse_from(["rayshare", "drain", "-n", "team"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(err.to_string().contains("--all-instances"), "{err}");
+        let err = Cli::try_parse_from(["rayshare", "drain", "--instance", "a", "--all-instances"])
+            .unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        for (args, instance) in [
+            (&["--instance", "a"][..], Some("a")),
+            (&["--all-instances"][..], None),
+        ] {
+            let cli = Cli::try_parse_from(["rayshare", "drain"].iter().chain(args)).unwrap();
+            let Command::Drain(drain) = cli.command else {
+                panic!("not drain");
+            };
+            assert_eq!(drain.target.instance.as_deref(), instance);
+            assert_eq!(drain.all_instances, instance.is_none());
+        }
+        // Status still shows every installation by default.
+        assert!(Cli::try_parse_from(["rayshare", "status"]).is_ok());
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub async fn run(
         // The TTL does not matter here: only whether a cluster has active jobs.
         let found = status(client, scope, 0).await?;
         let plan = drain::plan(&found, force);
-        act(client, &plan, first).await?;
+        act(client, scope, &plan, first).await?;
         first = false;
         if plan.done() {
             println!(
@@ -66,7 +66,12 @@ pub async fn run(
 }
 
 /// Deletes what the plan says; `tell_stranded` on the first look.
-async fn act(client: &kube::Client, plan: &Plan, tell_stranded: bool) -> Result<(), kube::Error> {
+async fn act(
+    client: &kube::Client,
+    scope: &Scope,
+    plan: &Plan,
+    tell_stranded: bool,
+) -> Result<(), kube::Error> {
     for (ns, name) in &plan.delete {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), ns, &ray_cluster_resource());
@@ -81,19 +86,25 @@ async fn act(client: &kube::Client, plan: &Plan, tell_stranded: bool) -> Result<
             "stranded: rayjob {ns}/{job} waits for a shared cluster nothing will make; create it again"
         );
     }
-    let claims = format!(
-        "{}={},{}=true",
-        labels::MANAGED_BY,
-        labels::MANAGER,
-        labels::INDEX_CLAIM
-    );
+    // The scope's installation's claims only (another's in the same namespace stay), one
+    // by one: the chart's ServiceAccount (the uninstall hook's) may list and delete
+    // claims, not delete collections.
+    let claims = crate::domain::status::selectors(scope.instance.as_deref()).claims;
     for ns in &plan.claims {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &lease_resource());
-        api.delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&claims),
-        )
-        .await?;
+        let listed = api
+            .list_metadata(&ListParams::default().labels(&claims))
+            .await?;
+        for claim in listed.items {
+            match api
+                .delete(&claim.name_any(), &DeleteParams::background())
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
         println!("deleted: index claims in {ns}");
     }
     let namespaces: BTreeSet<&String> = plan.groups.iter().map(|((ns, _), _)| ns).collect();

@@ -6,7 +6,6 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
-use crate::domain::labels;
 use crate::domain::status::{self, Listed, Status};
 use crate::reconcile::list_all;
 use crate::world::kube::{
@@ -18,7 +17,8 @@ use crate::world::kube::{
 pub struct Scope {
     /// One namespace, or all.
     pub namespace: Option<String>,
-    /// One installation's shared clusters (its `rayshare.io/instance`), or every one's.
+    /// One installation's objects (its `rayshare.io/instance`): shared clusters, their
+    /// RayJobs, PodGroups, index claims; or every installation's.
     pub instance: Option<String>,
 }
 
@@ -76,22 +76,7 @@ pub async fn status(
     scope: &Scope,
     default_ttl_seconds: u64,
 ) -> Result<Status, kube::Error> {
-    let mine = format!("{}={}", labels::MANAGED_BY, labels::MANAGER);
-    // Only shared clusters name their installation; groups and claims are per object.
-    let shared = match &scope.instance {
-        Some(i) => format!(
-            "{mine},{}=true,{}={i}",
-            labels::SHARED_CLUSTER,
-            labels::INSTANCE
-        ),
-        None => format!("{mine},{}=true", labels::SHARED_CLUSTER),
-    };
-    let claims = format!("{mine},{}=true", labels::INDEX_CLAIM);
-    // Jobs of this installation only, so another's clusters never show as missing.
-    let jobs = match &scope.instance {
-        Some(i) => format!("{},{}={i}", labels::JOB_CLUSTER, labels::INSTANCE),
-        None => labels::JOB_CLUSTER.to_string(),
-    };
+    let selectors = status::selectors(scope.instance.as_deref());
     let (rc, rj, pg, lease) = (
         ray_cluster_resource(),
         ray_job_resource(),
@@ -99,10 +84,10 @@ pub async fn status(
         lease_resource(),
     );
     let (clusters, jobs, pod_groups, claims) = tokio::try_join!(
-        list(client, &rc, scope, &shared),
-        list(client, &rj, scope, &jobs),
-        list(client, &pg, scope, &mine),
-        list(client, &lease, scope, &claims),
+        list(client, &rc, scope, &selectors.clusters),
+        list(client, &rj, scope, &selectors.jobs),
+        list(client, &pg, scope, &selectors.pod_groups),
+        list(client, &lease, scope, &selectors.claims),
     )?;
     let listed = Listed {
         clusters,

@@ -5,7 +5,9 @@
 # v1.6.1, then the same suite against v1.5.1 and v1.4.2),
 # the end-to-end tests under the real Volcano scheduler, controller-manager and webhook-manager,
 # the end-to-end tests under the real Kueue controller manager (with its webhooks),
-# the end-to-end tests on a real Ray head, the demo, the Helm chart checks, and the chart's
+# the end-to-end tests on a real Ray head, the demo, the Helm chart checks (versions and the
+# packaged chart too), actionlint on the release workflow, the image (a static binary in an
+# OCI layout built without a daemon, run in a chroot: tests/tools/build-image.sh), the chart's
 # Grafana dashboard and alerts (tests/tools/monitorcheck, promtool), and the fuzz targets
 # (tests/fuzz.rs, proptest on stable Rust; RAYSHARE_FUZZ_CASES per target, default 1,000).
 # On a fresh machine this first builds the control plane, helm, KubeRay, Volcano, Kueue, kwok and promtool from Go
@@ -49,8 +51,12 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-step "Helm chart: lint, render every certificate mode, deploy/ up to date"
+step "Helm chart: lint, render every certificate mode, deploy/ up to date, one version, packaged"
 bash tests/tools/check-chart.sh
+step "GitHub workflows: actionlint (built from its Go module, cached)"
+bash tests/tools/actionlint.sh
+step "the image, built without a daemon (static binary, OCI layout) and run in a chroot"
+bash tests/tools/build-image.sh >/dev/null
 step "cargo test (unit, server, end-to-end, through KubeRay, demo)"
 cargo test --all-targets --locked -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
 for v in v1.5 v1.4; do

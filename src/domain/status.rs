@@ -371,5 +371,8 @@ pub fn render_table(status: &Status) -> String {
     out
 }
 
+mod selectors;
+pub use selectors::{Selectors, selectors};
+
 #[cfg(test)]
 mod tests;

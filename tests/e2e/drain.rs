@@ -45,6 +45,7 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
     let claim = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "rayshare-idx-x-0", "labels": {
             "app.kubernetes.io/managed-by": "rayshare", "rayshare.io/index-claim": "true",
+            "rayshare.io/instance": env.name,
             "ray.io/cluster": made[1], "ray.io/group": "g",
             "ray.io/worker-group-replica-index": "0", "rayshare.io/claim-hosts": "4"}},
         "spec": {}});
@@ -61,6 +62,7 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
     for name in ["pg-gone", "pg-kept"] {
         let group = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "rayshare",
+                "rayshare.io/instance": env.name,
                 "rayshare.io/pod": format!("task-{name}")}},
             "spec": {"minMember": 1}});
         groups
@@ -82,7 +84,14 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
     let mut drain = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
         .args(["drain", "--kubeconfig"])
         .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args(["-n", &env.ns, "--wait-seconds", "120"])
+        .args([
+            "-n",
+            &env.ns,
+            "--instance",
+            &env.name,
+            "--wait-seconds",
+            "120",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -166,21 +175,20 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
 #[tokio::test]
 async fn drain_tells_what_still_runs_when_the_wait_is_over() {
     let mut env = TestEnv::new("drain-busy", DEFAULT_CONFIG, 1).await;
-    let stored = create_in(&env.admin, &env.ns, sample("rayjob-run-a.yaml"), false).await;
-    let name = stored["spec"]["clusterSelector"]["ray.io/cluster"]
-        .as_str()
-        .expect("rewritten")
-        .to_string();
+    let name = crate::drain_instances::shared_cluster(&env).await;
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
-    wait_for("the shared cluster", || async {
-        clusters.get_opt(&name).await.ok().flatten()
-    })
-    .await;
     env.instances[0].stop();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
         .args(["drain", "--kubeconfig"])
         .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args(["-n", &env.ns, "--wait-seconds", "0"])
+        .args([
+            "-n",
+            &env.ns,
+            "--instance",
+            &env.name,
+            "--wait-seconds",
+            "0",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
@@ -194,7 +202,7 @@ async fn drain_tells_what_still_runs_when_the_wait_is_over() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
         .args(["drain", "--force", "--kubeconfig"])
         .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args(["-n", &env.ns])
+        .args(["-n", &env.ns, "--all-instances"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");

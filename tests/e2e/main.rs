@@ -3,6 +3,7 @@
 mod admission;
 mod chart;
 mod drain;
+mod drain_instances;
 mod events;
 mod harness;
 mod hostile;
@@ -18,3 +19,4 @@ mod security;
 mod shared_clusters;
 mod status;
 mod tenant_isolation;
+mod uninstall_hook;

@@ -11,7 +11,10 @@
 #   - the README's "What it installs" table names exactly the kinds the renders above have
 #     (one of them with every optional object on), and its ClusterRole and Role rows state
 #     exactly the rendered RBAC rules;
-#   - deploy/manifests/rayshare.yaml equals a fresh render.
+#   - deploy/manifests/rayshare.yaml equals a fresh render;
+#   - one version in Cargo.toml, Chart.yaml (version, appVersion), CHANGELOG.md, the
+#     manifests' image and the release workflow; kubeVersion is what the tests run;
+#   - `helm package` makes the chart, which lints and renders as the directory does.
 #
 #   tests/tools/check-chart.sh            check
 #   tests/tools/check-chart.sh --update   regenerate deploy/manifests/rayshare.yaml and the
@@ -48,6 +51,8 @@ log "building chartcheck"
 (cd tests/tools/chartcheck && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off go build -o "$work/chartcheck" .) \
   || fail "cannot build tests/tools/chartcheck"
 chartcheck="$work/chartcheck"
+(cd tests/tools/chartcheck && GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off go test ./... >&2) \
+  || fail "chartcheck's own tests"
 
 # A throwaway CA bundle for `provided` mode (rendering does not parse it), base64 and PEM.
 printf -- '-----BEGIN CERTIFICATE-----\nZHVtbXk=\n-----END CERTIFICATE-----\n' >"$work/ca.pem"
@@ -80,9 +85,13 @@ renders=(
   "rayjobs-and-indices|rayshare|rayshare-system|selfSigned|--set config.podGroups.enabled=false --set webhook.failurePolicy=Fail --set webhook.reinvocationPolicy=Never"
   "monitoring|rayshare|rayshare-system|selfSigned|--set grafanaDashboard.enabled=true --set prometheusRule.enabled=true --set serviceMonitor.enabled=true"
   "kuberay-volcano|rayshare|rayshare-system|selfSigned|--set kuberay.batchScheduler=volcano"
+  # Admission off through the chart: no MutatingWebhookConfiguration.
+  "webhook-off|rayshare|rayshare-system|selfSigned|--set webhook.enabled=false"
+  # The uninstall hook of another release, with its own instance name.
+  "uninstall-drain|team-hooks|platform|certManager|--set uninstall.drain=true --set config.instance=team-a --set uninstall.force=true"
   "network-policy|rayshare|rayshare-system|selfSigned|--set clientAuth.caConfigMap=apiserver-client-ca --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set-json networkPolicy.webhookFrom=[{\"ipBlock\":{\"cidr\":\"10.0.0.0/24\"}}]"
   # Every optional object on (certManager's objects come from the certManager renders).
-  "all-features|rayshare|rayshare-system|selfSigned|--set replicaCount=2 --set podDisruptionBudget.enabled=true --set rbac.ownObjectsPolicy=true --set rbac.rayAuthSecrets=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set clientAuth.caConfigMap=apiserver-client-ca --set kuberay.batchScheduler=volcano"
+  "all-features|rayshare|rayshare-system|selfSigned|--set replicaCount=2 --set podDisruptionBudget.enabled=true --set rbac.ownObjectsPolicy=true --set rbac.rayAuthSecrets=true --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true --set networkPolicy.enabled=true --set networkPolicy.egress.enabled=true --set clientAuth.caConfigMap=apiserver-client-ca --set kuberay.batchScheduler=volcano --set uninstall.drain=true"
 )
 for r in "${renders[@]}"; do
   IFS='|' read -r name release ns mode extra <<<"$r"
@@ -94,6 +103,8 @@ for r in "${renders[@]}"; do
   check_args=()
   [[ "$mode" == provided ]] && check_args=(-ca-bundle "$dummy_ca")
   [[ "$extra" == *rbac.rayAuthSecrets=true* ]] && check_args+=(-ray-auth-secrets)
+  [[ "$extra" == *webhook.enabled=false* ]] && check_args+=(-webhook=false)
+  [[ "$extra" == *uninstall.drain=true* ]] && check_args+=(-uninstall-drain)
   "$chartcheck" manifests -release "$release" -namespace "$ns" -mode "$mode" "${check_args[@]}" "$out" \
     || fail "rendered manifests ($name)"
 done
@@ -120,6 +131,9 @@ refusals=(
   "every feature off|--set config.sharedClusters.enabled=false --set config.podGroups.enabled=false --set config.indices.enabled=false"
   "bad failurePolicy|--set webhook.failurePolicy=Maybe"
   "unknown KubeRay batch scheduler|--set kuberay.batchScheduler=slurm"
+  # Chart.yaml's kubeVersion: only what the tests run (the control plane's 1.36).
+  "Kubernetes older than tested|--kube-version 1.35.0"
+  "uninstall hook without a wait|--set uninstall.waitSeconds=-1"
 )
 for r in "${refusals[@]}"; do
   IFS='|' read -r name extra <<<"$r"
@@ -174,5 +188,19 @@ if ! diff -u "$manifest" "$work/manifest.yaml" >"$work/manifest.diff" 2>&1; then
   head -40 "$work/manifest.diff" >&2
   fail "$manifest is out of date (run tests/tools/check-chart.sh --update)"
 fi
+
+# 7. versions, and the packaged chart (what the release workflow pushes)
+"$chartcheck" versions Cargo.toml "$chart/Chart.yaml" "$chart/values.yaml" CHANGELOG.md "$manifest" \
+  .github/workflows/release.yml tests/controlplane/go.mod || fail "versions disagree"
+"$helm" package "$chart" -d "$work/package" >/dev/null || fail "helm package"
+packaged=("$work"/package/rayshare-*.tgz)
+[[ ${#packaged[@]} == 1 && -f "${packaged[0]}" ]] || fail "helm package made ${packaged[*]}"
+"$helm" lint --strict "${packaged[0]}" --namespace rayshare-system >"$work/lint.out" 2>&1 \
+  || { cat "$work/lint.out" >&2; fail "helm lint (packaged)"; }
+"$helm" template rayshare "${packaged[0]}" --namespace rayshare-system --set certs.mode=certManager \
+  --set uninstall.drain=true >"$work/packaged.yaml" || fail "helm template (packaged)"
+"$helm" template rayshare "$chart" --namespace rayshare-system --set certs.mode=certManager \
+  --set uninstall.drain=true | diff -u - "$work/packaged.yaml" >&2 || fail "the packaged chart renders differently"
+log "packaged $(basename "${packaged[0]}"): lints and renders as the directory"
 
 echo "check-chart: OK (helm $helm_version): lint x3, ${#renders[@]} renders checked (selfSigned, certManager, provided, ...), ${#refusals[@]} bad value sets refused, config fields match src/config/mod.rs, README tables and $manifest up to date"

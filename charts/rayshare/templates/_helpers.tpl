@@ -23,6 +23,14 @@ Service, ClusterRole(Binding) and MutatingWebhookConfiguration all carry this na
 {{- end }}
 {{- end }}
 
+{{/*
+This installation's name (config `instance`, default the full name): rayshare labels what
+it admits and makes with it (`rayshare.io/instance`); `rayshare drain --instance` takes it.
+*/}}
+{{- define "rayshare.instance" -}}
+{{- default (include "rayshare.fullname" .) .Values.config.instance }}
+{{- end }}
+
 {{- define "rayshare.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -41,6 +49,20 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: webhook
 app.kubernetes.io/part-of: rayshare
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Labels of the uninstall hook's Job and pod: `app.kubernetes.io/name` keeps the pod out of
+the webhook (its objectSelector), and without `app.kubernetes.io/instance` neither the
+Service nor the PodDisruptionBudget selects it.
+*/}}
+{{- define "rayshare.hookLabels" -}}
+helm.sh/chart: {{ include "rayshare.chart" . }}
+app.kubernetes.io/name: {{ include "rayshare.name" . }}
+app.kubernetes.io/component: uninstall-drain
+app.kubernetes.io/part-of: rayshare
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+rayshare.io/uninstall-of: {{ .Release.Name }}
 {{- end }}
 
 {{- define "rayshare.image" -}}

@@ -267,3 +267,29 @@ async fn chart_network_policy_is_accepted_by_the_api_server() {
         assert_eq!(&pod_labels[k], v, "{k}");
     }
 }
+
+/// The opt-in uninstall hook: its Job is accepted as written (strict fields, no warning:
+/// Pod Security's `restricted` warns about a Job whose pod template would be refused).
+#[tokio::test]
+async fn chart_uninstall_hook_is_accepted_by_the_api_server() {
+    let stored = check_chart(
+        "uninstall-hook",
+        &["uninstall.drain=true", "config.instance=team-a"],
+        &["Secret", "Job"],
+    )
+    .await;
+    let job = find(&stored, "Job");
+    let admin = client(&CONTROL_PLANE.admin_kubeconfig).await;
+    assert_unknown_field_refused(&admin, job).await;
+    let command = &job["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert_eq!(
+        command.as_array().unwrap()[..4],
+        [
+            json!("/usr/local/bin/rayshare"),
+            json!("drain"),
+            json!("--instance"),
+            json!("team-a")
+        ]
+    );
+    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "pre-delete");
+}

@@ -68,7 +68,7 @@ pub fn tail(path: &Path) -> String {
 }
 
 /// helm (built from Go modules, cached).
-static HELM: LazyLock<PathBuf> =
+pub static HELM: LazyLock<PathBuf> =
     LazyLock::new(|| run_script(&repo().join("tests/tools/build-helm.sh")));
 
 /// `helm template <release> charts/rayshare --namespace <namespace> [--show-only <template>]

@@ -20,6 +20,11 @@
 //	    `kind:` of the templates in DIR is rendered); the Notes of the rows naming ClusterRole
 //	    and Role state each rendered rule as `resource[.group][/name] verb/verb/...` with
 //	    exactly its verbs, and no other rule (installs.go).
+//	chartcheck versions CARGO_TOML CHART_YAML VALUES CHANGELOG MANIFEST WORKFLOW CONTROLPLANE_GO_MOD
+//	    One version for the crate (and so the CLI's --version), the chart's version and
+//	    appVersion (and so the image tag), the newest CHANGELOG entry and the plain
+//	    manifests' image; the release workflow pushes the image the chart pulls; the chart's
+//	    kubeVersion starts at the Kubernetes the tests run (versions.go).
 package main
 
 import (
@@ -31,7 +36,7 @@ const webhookName = "rayshare.rayshare.io"
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chartcheck manifests|readme|config-fields|installs ...")
+		fmt.Fprintln(os.Stderr, "usage: chartcheck manifests|readme|config-fields|installs|versions ...")
 		os.Exit(2)
 	}
 	var err error
@@ -44,6 +49,8 @@ func main() {
 		err = configFieldsCmd(os.Args[2:])
 	case "installs":
 		err = installsCmd(os.Args[2:])
+	case "versions":
+		err = versionsCmd(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -17,6 +17,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,6 +41,7 @@ type rendered struct {
 	pdbs            []policyv1.PodDisruptionBudget
 	netpols         []networkingv1.NetworkPolicy
 	webhooks        []admissionv1.MutatingWebhookConfiguration
+	jobs            []batchv1.Job // the uninstall hook
 	namespaces      []corev1.Namespace
 	other           []map[string]any // cert-manager and Prometheus Operator objects
 }
@@ -63,6 +65,8 @@ func manifestsCmd(args []string) error {
 	mode := fs.String("mode", "selfSigned", "certs.mode the file was rendered with")
 	caBundle := fs.String("ca-bundle", "", "provided mode: expected webhook caBundle (base64)")
 	rayAuthSecrets := fs.Bool("ray-auth-secrets", false, "rendered with rbac.rayAuthSecrets: the ClusterRole may get Secrets")
+	webhook := fs.Bool("webhook", true, "rendered with webhook.enabled (false: no MutatingWebhookConfiguration)")
+	drainHook := fs.Bool("uninstall-drain", false, "rendered with uninstall.drain: the pre-delete drain Job")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return errors.New("manifests: need exactly one file")
@@ -76,7 +80,8 @@ func manifestsCmd(args []string) error {
 		return err
 	}
 	p := &problems{}
-	checkObjects(p, r, *release, *namespace, *mode, *caBundle, *rayAuthSecrets)
+	cfg := checkObjects(p, r, *release, *namespace, *mode, *caBundle, *rayAuthSecrets, *webhook)
+	checkHooks(p, r, *drainHook, fullname(*release), *namespace, cfg)
 	if len(p.list) > 0 {
 		return fmt.Errorf("%s (mode %s):\n  - %s", fs.Arg(0), *mode, strings.Join(p.list, "\n  - "))
 	}
@@ -87,7 +92,7 @@ func manifestsCmd(args []string) error {
 func (r *rendered) count() int {
 	return len(r.serviceAccounts) + len(r.clusterRoles) + len(r.bindings) + len(r.configMaps) +
 		len(r.secrets) + len(r.services) + len(r.deployments) + len(r.pdbs) + len(r.webhooks) +
-		len(r.namespaces) + len(r.netpols) + len(r.other)
+		len(r.namespaces) + len(r.netpols) + len(r.jobs) + len(r.other)
 }
 
 func decodeAll(data []byte) (*rendered, error) {
@@ -150,6 +155,9 @@ func decodeAll(data []byte) (*rendered, error) {
 		case "networking.k8s.io/v1/NetworkPolicy":
 			r.netpols = append(r.netpols, networkingv1.NetworkPolicy{})
 			target = &r.netpols[len(r.netpols)-1]
+		case "batch/v1/Job":
+			r.jobs = append(r.jobs, batchv1.Job{})
+			target = &r.jobs[len(r.jobs)-1]
 		case "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration":
 			r.webhooks = append(r.webhooks, admissionv1.MutatingWebhookConfiguration{})
 			target = &r.webhooks[len(r.webhooks)-1]
@@ -191,7 +199,8 @@ func fullname(release string) string {
 	return release + "-rayshare"
 }
 
-func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle string, rayAuthSecrets bool) {
+// checkObjects checks the objects against each other; it returns the feature config.
+func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle string, rayAuthSecrets, webhook bool) featureConfig {
 	name := fullname(release)
 	one := func(kind string, n int) bool {
 		p.check(n == 1, "want exactly one %s, got %d", kind, n)
@@ -296,15 +305,19 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 		}
 	}
 
-	// Webhook.
+	// Webhook (webhook.enabled=false: none, and no certificate to check against it).
+	if !webhook {
+		p.check(len(r.webhooks) == 0, "webhook.enabled=false rendered %d MutatingWebhookConfiguration(s)", len(r.webhooks))
+		return cfg
+	}
 	if !one("MutatingWebhookConfiguration", len(r.webhooks)) {
-		return
+		return cfg
 	}
 	mwc := r.webhooks[0]
 	p.check(mwc.Name == name, "MutatingWebhookConfiguration is %q, want %q", mwc.Name, name)
 	if !(len(mwc.Webhooks) == 1) {
 		p.add("want ONE webhook entry, got %d", len(mwc.Webhooks))
-		return
+		return cfg
 	}
 	wh := mwc.Webhooks[0]
 	checkWebhook(p, wh, name, ns, httpsPort, podLabels, cfg)
@@ -323,7 +336,7 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 		}
 		if secret == nil {
 			p.add("selfSigned: no Secret %q (mounted by the Deployment)", tlsSecret)
-			return
+			return cfg
 		}
 		p.check(secret.Type == corev1.SecretTypeTLS, "selfSigned: Secret type %q, want kubernetes.io/tls", secret.Type)
 		p.check(bytes.Equal(secret.Data["ca.crt"], caBundle), "selfSigned: webhook caBundle differs from the Secret's ca.crt")
@@ -354,4 +367,5 @@ func checkObjects(p *problems, r *rendered, release, ns, mode, wantCABundle stri
 	default:
 		p.add("unknown mode %q", mode)
 	}
+	return cfg
 }

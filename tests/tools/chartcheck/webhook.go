@@ -89,6 +89,7 @@ func checkWebhook(p *problems, wh admissionv1.MutatingWebhook, name, ns string, 
 }
 
 type featureConfig struct {
+	Instance         string `json:"instance"`
 	OptOutAnnotation string `json:"optOutAnnotation"`
 	SharedClusters   struct {
 		Enabled bool `json:"enabled"`
