@@ -144,6 +144,13 @@ const FOREIGN_FLAGS: &[&str] = &[
     "--follow",
     "--build-arg",
     "--short",
+    "--wait",
+    "--server-side",
+    "--timeout",
+    "--image",
+    "--restart",
+    "--overrides",
+    "--version",
     // cargo, the benchmarks, valgrind, the chart check
     "--lib",
     "--test",
