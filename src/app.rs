@@ -158,9 +158,12 @@ impl App {
         tracing::info!(listen = %args.listen, admin = %args.admin_listen, "rayshare serving");
         server::serve(
             listeners,
-            api::router(state),
+            server::Webhook {
+                router: api::router(state),
+                tls,
+                max_connections: args.max_connections,
+            },
             admin::router(health.clone(), metrics),
-            tls,
             health,
             Drain {
                 delay: Duration::from_secs(args.shutdown_delay_seconds),

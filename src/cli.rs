@@ -159,6 +159,10 @@ pub struct ServeArgs {
     /// with a warning (counted as cause `overloaded`).
     #[arg(long, env = "RAYSHARE_MAX_IN_FLIGHT", default_value_t = 64)]
     pub max_in_flight: usize,
+    /// Connections to the webhook port served at once; past it a new connection is closed
+    /// at once (the port is open to every pod by default; the API server keeps a few).
+    #[arg(long, env = "RAYSHARE_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
     /// Bound on reading a request body.
     #[arg(long, env = "RAYSHARE_BODY_TIMEOUT_MS", default_value_t = 5000)]
     pub body_timeout_ms: u64,

@@ -30,6 +30,13 @@ impl Listeners {
     }
 }
 
+/// The webhook port: its routes, its TLS, and how many connections it serves at once.
+pub struct Webhook {
+    pub router: Router,
+    pub tls: Arc<rustls::ServerConfig>,
+    pub max_connections: usize,
+}
+
 pub struct Drain {
     /// Keep serving this long after the signal while endpoints stop routing to us.
     pub delay: Duration,
@@ -39,18 +46,39 @@ pub struct Drain {
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 pings on a connection idle this long; a peer that does not answer within
+/// `KEEP_ALIVE_TIMEOUT` is gone and its connection closed.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams in flight on one HTTP/2 connection.
+const MAX_STREAMS: u32 = 256;
+
+/// What each accepted connection is served with.
+struct Serving {
+    acceptor: TlsAcceptor,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    router: Router,
+    slots: Arc<tokio::sync::Semaphore>,
+}
 
 /// Serves until `shutdown` resolves, then drains: readiness goes false, new connections
-/// stop after `drain.delay`, in-flight requests get up to `drain.timeout`.
+/// stop after `drain.delay`, in-flight requests get up to `drain.timeout`. At most
+/// `max_connections` are served at once: the webhook port is open to every pod by
+/// default, and past the bound a connection is closed rather than given a task and a
+/// TLS session.
 pub async fn serve(
     listeners: Listeners,
-    admission: Router,
+    webhook: Webhook,
     admin: Router,
-    tls: Arc<rustls::ServerConfig>,
     health: Arc<Health>,
     drain: Drain,
     shutdown: impl Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
+    let Webhook {
+        router: admission,
+        tls,
+        max_connections,
+    } = webhook;
     let acceptor = TlsAcceptor::from(tls);
     health.certs_loaded.store(true, Ordering::Release);
     let (admin_stop_tx, admin_stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -68,8 +96,18 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
-    let builder = Arc::new(builder);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .max_concurrent_streams(MAX_STREAMS);
+    let serving = Serving {
+        acceptor,
+        builder: Arc::new(builder),
+        router: admission,
+        slots: Arc::new(tokio::sync::Semaphore::new(max_connections)),
+    };
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -83,7 +121,7 @@ pub async fn serve(
                         continue;
                     }
                 };
-                spawn_connection(stream, peer, &acceptor, &builder, &admission, graceful.watcher());
+                spawn_connection(stream, peer, &serving, graceful.watcher());
             }
             () = &mut shutdown => break,
         }
@@ -95,14 +133,7 @@ pub async fn serve(
     let keep_accepting = async {
         loop {
             if let Ok((stream, peer)) = listeners.admission.accept().await {
-                spawn_connection(
-                    stream,
-                    peer,
-                    &acceptor,
-                    &builder,
-                    &admission,
-                    graceful.watcher(),
-                );
+                spawn_connection(stream, peer, &serving, graceful.watcher());
             }
         }
     };
@@ -124,16 +155,19 @@ pub async fn serve(
 fn spawn_connection(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
-    acceptor: &TlsAcceptor,
-    builder: &Arc<auto::Builder<TokioExecutor>>,
-    router: &Router,
+    serving: &Serving,
     watcher: hyper_util::server::graceful::Watcher,
 ) {
+    let Ok(slot) = serving.slots.clone().try_acquire_owned() else {
+        tracing::warn!(%peer, "too many connections (--max-connections); closed this one");
+        return;
+    };
     let _ = stream.set_nodelay(true);
-    let acceptor = acceptor.clone();
-    let builder = builder.clone();
-    let service = TowerToHyperService::new(router.clone());
+    let acceptor = serving.acceptor.clone();
+    let builder = serving.builder.clone();
+    let service = TowerToHyperService::new(serving.router.clone());
     tokio::spawn(async move {
+        let _slot = slot;
         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {

@@ -146,6 +146,8 @@ struct ServeOptions {
     config: Option<&'static str>,
     listen: u16,
     admin_listen: u16,
+    /// More `serve` flags.
+    extra: Vec<&'static str>,
 }
 
 impl ServeOptions {
@@ -161,6 +163,7 @@ impl ServeOptions {
             config: None,
             listen: free_port(),
             admin_listen: free_port(),
+            extra: Vec::new(),
         }
     }
 }
@@ -198,6 +201,7 @@ impl Server {
                 "--log-level",
                 "info,rayshare=debug",
             ])
+            .args(&opts.extra)
             .env_remove("KUBECONFIG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

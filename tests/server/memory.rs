@@ -1,5 +1,5 @@
 //! Memory is bounded by what input becomes, not by its bytes: reviews whose objects would
-//! be huge as trees are answered without building them.
+//! be huge as trees are answered without building them; connections are bounded too.
 
 use super::*;
 use clients::*;
@@ -80,4 +80,54 @@ async fn three_reviews_of_tiny_objects_at_once_stay_far_below_the_limit() {
     eprintln!("rayshare serve's peak grew by {grown_mib} MiB");
     assert!(grown_mib < 128, "peak grew by {grown_mib} MiB");
     assert!(server.metrics().await.contains(r#"cause="input_bound""#));
+}
+
+/// Past `--max-connections` a new connection is closed at once; a connection that ends
+/// gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_bound_are_closed_at_once() {
+    init_crypto();
+    let dir = TempDir::new().unwrap();
+    let pki = generate_pki(dir.path());
+    let mut opts = ServeOptions::new(&pki);
+    opts.extra = vec!["--max-connections", "2"];
+    let server = Server::start(dir.path(), opts).await;
+    // Each client keeps its connection open (HTTP/1.1 keep-alive) after its request.
+    let one_connection = || https(&[&pki.ca]).http1_only().build().unwrap();
+    let (a, b) = (one_connection(), one_connection());
+    for (i, c) in [&a, &b].into_iter().enumerate() {
+        let uid = format!("held-{i}");
+        admitted(
+            post_review(c, &server, &deployment_review(&uid))
+                .await
+                .unwrap(),
+            &uid,
+        )
+        .await;
+    }
+    let third = one_connection();
+    assert!(
+        post_review(&third, &server, &deployment_review("third"))
+            .await
+            .is_err(),
+        "a third connection was served"
+    );
+    assert!(
+        server.log().contains("too many connections"),
+        "{}",
+        server.log()
+    );
+    drop(a);
+    let fourth = poll(
+        Duration::from_secs(10),
+        "a freed place to be taken",
+        async || {
+            let c = one_connection();
+            post_review(&c, &server, &deployment_review("fourth"))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    admitted(fourth, "fourth").await;
 }
