@@ -132,3 +132,14 @@ pub fn process_cpu(pid: u32) -> Option<Duration> {
     let total = ticks(11)? + ticks(12)?;
     Some(Duration::from_millis(total * 10))
 }
+
+/// The sum of the Prometheus samples of `series` (its name and the `{`) whose line holds
+/// every one of `with` (labels, as written: `kind="Pod"`).
+#[allow(dead_code)] // for tests/volcano
+pub fn metric_sum(metrics: &str, series: &str, with: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(series) && with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
