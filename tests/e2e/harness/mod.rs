@@ -11,11 +11,14 @@ mod api;
 mod control_plane;
 mod env;
 mod instance;
+mod seen;
 
 pub use api::*;
 pub use control_plane::*;
 pub use env::*;
 pub use instance::*;
+#[allow(unused_imports)] // not every test binary watches
+pub use seen::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
