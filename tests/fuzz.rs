@@ -1,26 +1,40 @@
 //! Fuzzing on stable Rust: proptest mutates real inputs (the samples, the RayJobs Flyte's own
-//! code builds, KubeRay worker pods, the hostile runtime envs) and drives each through the
-//! whole request path, review bytes -> parse -> triage -> admit -> answer, and through the
-//! runtime-env reader and writer. What must hold for every input: no panic, no abort; the
-//! answer is an AdmissionReview echoing the uid; a patch applies to the object it was made
-//! for; whatever the reader reads, the writer writes back so that it reads the same.
+//! code builds, KubeRay worker pods of the world's clusters, the hostile runtime envs) and
+//! drives each through the whole request path, review bytes -> parse -> triage -> admit ->
+//! answer, against an in-memory world with shared clusters, multi-host worker groups and
+//! claims (`fuzz/corpus.rs`); and through the runtime-env reader and writer. What must hold
+//! for every input is in `fuzz/oracle.rs`: no panic, fail-open, a patch that applies,
+//! idempotence, dry runs that make nothing, a bounded time; and whatever the reader reads,
+//! the writer writes back so that it reads the same.
 //!
 //! `cargo fuzz` needs a nightly toolchain, which this project's machines do not promise, so
-//! the engine is proptest (random, seeded from the corpus, shrinking). Cases per target:
-//! `RAYSHARE_FUZZ_CASES` (default 1000; `bash tests/run.sh` runs the default). A failing
-//! input is kept by proptest in `proptest-regressions/fuzz.txt` and replayed first on
-//! every later run.
+//! the engine is proptest (seeded from the corpus, shrinking). Cases per target:
+//! `RAYSHARE_FUZZ_CASES` (default 1000; `bash tests/run.sh` runs the default). The seed is
+//! fixed, so a run is reproducible and CI is not flaky on a newly found input;
+//! `RAYSHARE_FUZZ_SEED` sets another (a number) or `random` to explore. A failing input is
+//! kept by proptest in `proptest-regressions/fuzz.txt` and replayed first on every later
+//! run (proptest's default place for a file outside `src/` would be beside it instead).
 
-use std::sync::LazyLock;
+#[path = "fuzz/corpus.rs"]
+mod corpus;
+#[path = "fuzz/edits.rs"]
+mod edits;
+#[path = "fuzz/oracle.rs"]
+mod oracle;
 
 use proptest::prelude::*;
-use proptest::test_runner::Config as ProptestConfig;
-use serde_json::{Value, json};
+use proptest::test_runner::{Config as ProptestConfig, FileFailurePersistence, RngSeed};
+use serde_json::json;
 
+use corpus::{SEEDS, review};
+use edits::{apply, damage, damaged, edit};
 use rayshare::admission;
 use rayshare::config::Config;
 use rayshare::shared_cluster::kuberay_yaml;
 use rayshare::world::MemoryWorld;
+
+/// The seed of every run unless `RAYSHARE_FUZZ_SEED` says otherwise.
+const SEED: u64 = 0x7261_7973_6861_7265;
 
 fn cases() -> u32 {
     std::env::var("RAYSHARE_FUZZ_CASES")
@@ -29,217 +43,28 @@ fn cases() -> u32 {
         .unwrap_or(1000)
 }
 
+fn seed() -> RngSeed {
+    match std::env::var("RAYSHARE_FUZZ_SEED").as_deref() {
+        Ok("random") => RngSeed::Random,
+        Ok(n) => RngSeed::Fixed(n.parse().expect("RAYSHARE_FUZZ_SEED: a number or random")),
+        Err(_) => RngSeed::Fixed(SEED),
+    }
+}
+
 fn config() -> ProptestConfig {
     ProptestConfig {
         cases: cases(),
+        rng_seed: seed(),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/proptest-regressions/fuzz.txt"
+        )))),
         // Shrinking a large review is slow; the first failing input is already useful.
         max_shrink_iters: 200,
+        // A case that hangs fails after the admission budget; shrinking it is bounded too.
+        max_shrink_time: 120_000,
         ..ProptestConfig::default()
     }
-}
-
-fn yaml_docs(text: &str) -> Vec<Value> {
-    use serde::Deserialize;
-    serde_norway::Deserializer::from_str(text)
-        .filter_map(|d| Value::deserialize(d).ok())
-        .filter(Value::is_object)
-        .collect()
-}
-
-/// Every object the corpus holds.
-static SEEDS: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let mut seeds = Vec::new();
-    for dir in ["deploy/samples", "tests/bench"] {
-        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "yaml") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                seeds.extend(yaml_docs(&text.replace("{{", "x").replace("}}", "x")));
-            }
-        }
-    }
-    for generation in ["v1", "v2"] {
-        let dir = format!("{root}/tests/fixtures/flyte/{generation}");
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            let fixture: Value = serde_json::from_str(&text).unwrap();
-            let jobs = fixture["rayJobs"].as_array().cloned().unwrap_or_default();
-            seeds.extend(jobs.into_iter().chain([fixture["rayJob"].clone()]));
-        }
-    }
-    seeds.retain(|s| s.get("kind").is_some());
-    let job = seeds
-        .iter()
-        .find(|s| s["kind"] == "RayJob")
-        .unwrap()
-        .clone();
-    for (_, text) in kuberay_yaml::hostile::runtime_envs() {
-        let mut hostile = job.clone();
-        hostile["spec"]["runtimeEnvYAML"] = json!(text);
-        seeds.push(hostile);
-    }
-    assert!(seeds.len() > 10, "the corpus is there: {}", seeds.len());
-    seeds
-});
-
-fn review(object: &Value, dry_run: bool) -> Value {
-    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "fuzz-uid", "kind": {"group": group, "version": version, "kind": object["kind"]},
-        "resource": {"group": group, "version": version, "resource": "x"},
-        "operation": "CREATE", "namespace": "team", "name": object["metadata"]["name"],
-        "dryRun": dry_run, "object": object}})
-}
-
-/// One JSON edit: a value anywhere in the tree replaced by something odd.
-#[derive(Debug, Clone)]
-enum Edit {
-    Replace(usize, Value),
-    Remove(usize),
-    Nest(usize, usize),
-    LongString(usize, usize),
-}
-
-fn odd_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        any::<String>().prop_map(Value::from),
-        prop::sample::select(vec![
-            "",
-            "on",
-            "worker",
-            "head",
-            "volcano",
-            "ray.io/cluster",
-            "RayJob",
-            "K8sJobMode",
-            "SidecarMode",
-            "4096",
-            "-1",
-            "99999999999",
-            "<<",
-            "&a",
-            "*a",
-            "- - - x",
-        ])
-        .prop_map(Value::from),
-    ];
-    leaf.prop_recursive(3, 16, 4, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map("[a-zA-Z./]{0,12}", inner, 0..4)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-}
-
-fn edit() -> impl Strategy<Value = Edit> {
-    prop_oneof![
-        4 => (any::<usize>(), odd_value()).prop_map(|(i, v)| Edit::Replace(i, v)),
-        2 => any::<usize>().prop_map(Edit::Remove),
-        1 => (any::<usize>(), 1usize..400).prop_map(|(i, d)| Edit::Nest(i, d)),
-        1 => (any::<usize>(), 1usize..200_000).prop_map(|(i, n)| Edit::LongString(i, n)),
-    ]
-}
-
-/// The n-th node of a pre-order walk, modulo the tree's size.
-fn node_mut(root: &mut Value, n: usize) -> &mut Value {
-    fn count(v: &Value) -> usize {
-        1 + match v {
-            Value::Array(a) => a.iter().map(count).sum(),
-            Value::Object(m) => m.values().map(count).sum(),
-            _ => 0,
-        }
-    }
-    fn walk<'a>(v: &'a mut Value, n: &mut usize) -> Option<&'a mut Value> {
-        if *n == 0 {
-            return Some(v);
-        }
-        *n -= 1;
-        match v {
-            Value::Array(a) => a.iter_mut().find_map(|c| walk(c, n)),
-            Value::Object(m) => m.values_mut().find_map(|c| walk(c, n)),
-            _ => None,
-        }
-    }
-    let mut n = n % count(root);
-    walk(root, &mut n).expect("n is within the tree")
-}
-
-fn apply(object: &mut Value, edit: &Edit) {
-    match edit {
-        Edit::Replace(i, v) => *node_mut(object, *i) = v.clone(),
-        Edit::Remove(i) => *node_mut(object, *i) = Value::Null,
-        Edit::Nest(i, depth) => {
-            let node = node_mut(object, *i);
-            let inner = node.take();
-            *node = (0..*depth).fold(inner, |v, _| json!([v]));
-        }
-        Edit::LongString(i, len) => *node_mut(object, *i) = json!("x".repeat(*len)),
-    }
-}
-
-/// Byte-level damage to the serialised review: the parser's own input space.
-#[derive(Debug, Clone)]
-enum Damage {
-    None,
-    Truncate(usize),
-    Flip(usize, u8),
-    Insert(usize, Vec<u8>),
-}
-
-fn damage() -> impl Strategy<Value = Damage> {
-    prop_oneof![
-        6 => Just(Damage::None),
-        1 => any::<usize>().prop_map(Damage::Truncate),
-        2 => (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Damage::Flip(i, b)),
-        2 => (any::<usize>(), prop::collection::vec(
-            prop::sample::select(b"{}[]\",:\\0ue-. ".to_vec()), 1..64))
-            .prop_map(|(i, b)| Damage::Insert(i, b)),
-    ]
-}
-
-fn damaged(mut body: Vec<u8>, damage: &Damage) -> Vec<u8> {
-    let len = body.len().max(1);
-    match damage {
-        Damage::None => {}
-        Damage::Truncate(i) => body.truncate(i % len),
-        Damage::Flip(i, b) => body[i % len] ^= b | 1,
-        Damage::Insert(i, bytes) => {
-            let at = i % len;
-            body.splice(at..at, bytes.iter().copied());
-        }
-    }
-    body
-}
-
-/// The property of the whole path, for one body.
-fn check_request_path(body: Vec<u8>, world: &MemoryWorld) -> Result<(), TestCaseError> {
-    let Ok(req) = admission::parse_review(bytes::Bytes::from(body)) else {
-        return Ok(()); // answered 400 by the handler
-    };
-    let cfg = Config::default();
-    let a = futures::executor::block_on(admission::admit(&req, &cfg, world, None));
-    let answer: Value = serde_json::from_slice(&a.verdict.review_bytes(&req.uid))
-        .map_err(|e| TestCaseError::fail(format!("the answer is not JSON: {e}")))?;
-    prop_assert_eq!(&answer["response"]["uid"], &json!(req.uid));
-    prop_assert_eq!(answer["kind"].as_str(), Some("AdmissionReview"));
-    if let Some(patch) = &a.verdict.patch {
-        let mut object = req
-            .parse_object()
-            .map_err(TestCaseError::fail)?
-            .ok_or_else(|| TestCaseError::fail("a patch for no object"))?;
-        json_patch::patch(&mut object, patch)
-            .map_err(|e| TestCaseError::fail(format!("the patch does not apply: {e}")))?;
-    }
-    Ok(())
 }
 
 proptest! {
@@ -258,7 +83,7 @@ proptest! {
             apply(&mut object, e);
         }
         let body = serde_json::to_vec(&review(&object, dry_run)).unwrap();
-        check_request_path(damaged(body, &damage), &MemoryWorld::default())?;
+        oracle::check_request_path(damaged(body, &damage))?;
     }
 
     /// The runtime-env reader on any text, and on corpus texts with bytes inserted: it
@@ -312,4 +137,35 @@ fn hostile_runtime_envs_pass_unchanged_with_a_warning() {
             a.verdict.warnings
         );
     }
+}
+
+/// The fuzzed world is not empty: the corpus's unedited worker pods of multi-host groups
+/// get a slot past those claimed already, and its RayJobs land on existing clusters.
+#[test]
+fn the_corpus_reaches_indexing_claims_and_existing_clusters() {
+    let cfg = Config::default();
+    let world = corpus::world();
+    let mut indexed = 0;
+    for seed in SEEDS.iter() {
+        let body = serde_json::to_vec(&review(seed, false)).unwrap();
+        let req = admission::parse_review(bytes::Bytes::from(body)).unwrap();
+        let a = futures::executor::block_on(admission::admit(&req, &cfg, &world, None));
+        let patch = serde_json::to_string(&a.verdict.patch).unwrap();
+        if patch.contains("replica-index") {
+            indexed += 1;
+        }
+    }
+    let events = world.events.lock().unwrap();
+    let reused = events.iter().filter(|e| e.note.contains("(warm;")).count();
+    let claims = world.claims.lock().unwrap();
+    let group = &claims[&(
+        corpus::NAMESPACE.into(),
+        "xclusterx".into(),
+        "xgroupx".into(),
+    )];
+    // Taken before: (0, 0) and (1, 3); the bench pod's twin and the worker pod of the
+    // group took the next free ones.
+    assert_eq!(group.len(), 4, "{group:?}");
+    assert!(indexed >= corpus::CLUSTERS.len(), "{indexed} pods indexed");
+    assert!(reused > 0, "no RayJob went to an existing cluster");
 }

@@ -208,7 +208,9 @@ async fn concurrent_drivers_that_write_to_cwd_get_their_own_directory() {
         .submit(
             "plain-workdir",
             None,
-            "python -c 'import os; print(\"CWD=\" + os.getcwd())'",
+            // The marker is joined at run time: Ray's log first echoes this command line,
+            // and the echo must not satisfy the wait below.
+            "python -c 'import os; print(\"DRIVER_\" + \"CWD=\" + os.getcwd())'",
         )
         .await;
     RAY_HEAD.wait_status("d-sub", "SUCCEEDED").await;
@@ -232,11 +234,9 @@ async fn concurrent_drivers_that_write_to_cwd_get_their_own_directory() {
         "{log_e}"
     );
     // Without the rewrite, a driver starts where the head was started: one place for all.
-    let plain = RAY_HEAD.wait_log("plain-workdir", "CWD=").await;
-    assert!(
-        plain.contains(&format!("CWD={}", RAY_HEAD.cwd.display())),
-        "{plain}"
-    );
+    let plain = RAY_HEAD.wait_log("plain-workdir", "DRIVER_CWD=").await;
+    let expected = format!("DRIVER_CWD={}", RAY_HEAD.cwd.display());
+    assert!(plain.lines().any(|l| l.trim() == expected), "{plain}");
     // The directories go with their drivers.
     assert!(!dir_d.exists() && !dir_e.exists());
 }

@@ -2,6 +2,8 @@
 //! port can) makes nothing in the API server, while the same object created through the
 //! API server still gets its cluster. Regression tests for the confused deputy of issue 16.
 
+use std::time::{Duration, Instant};
+
 use kube::api::ListParams;
 use reqwest::Certificate;
 use serde_json::{Value, json};
@@ -154,32 +156,49 @@ async fn a_stored_job_whose_spec_does_not_match_its_selector_gets_no_cluster() {
 
 /// A forged review of a Volcano pod asking for a whole cluster's worth of resources.
 /// Made at admission (Volcano's webhook needs the group before the pod), its group is
-/// one no stored pod takes up, so the leader deletes it after `unconfirmedGraceSeconds`;
-/// the same pod made through the API server keeps its group, taken up with its uid.
+/// one no stored pod takes up, so the leader deletes it after `unconfirmedGraceSeconds`,
+/// at its first sweep past that; the same pod made through the API server keeps its
+/// group, taken up with its uid.
 #[tokio::test]
 async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
-    let config = "podGroups:\n  unconfirmedGraceSeconds: 2\n  reconcileIntervalSeconds: 1\n";
-    let env = TestEnv::new("forged-pod", config, 1).await;
+    const GRACE: Duration = Duration::from_secs(2);
+    const SWEEP: Duration = Duration::from_secs(1);
+    // One sweep's own API calls (list the groups, list the pods, delete), counted from
+    // the tick that started it.
+    const SWEEP_WORK: Duration = Duration::from_millis(500);
+    let config = format!(
+        "podGroups:\n  unconfirmedGraceSeconds: {}\n  reconcileIntervalSeconds: {}\n",
+        GRACE.as_secs(),
+        SWEEP.as_secs()
+    );
+    let env = TestEnv::new("forged-pod", &config, 1).await;
     let groups = env.api(&pod_group_resource(), &env.ns);
+    let seen = Seen::watch(&groups).await;
+    let sent = Instant::now();
     let answer = post_forged(&env, &forged(&env.ns, &greedy_pod(&env), pod_kind())).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
-    let made = std::time::Instant::now();
 
     let mut real = sample("volcano-pod.yaml");
     real["metadata"] = json!({"name": "honest"});
     create_in(&env.admin, &env.ns, real, false).await;
-    wait_for("the forged review's group to be deleted", || async {
-        groups
-            .get_opt("greedy")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
+    let (deleted, _) = wait_for("the forged review's group to be deleted", || async {
+        seen.first("DELETED", "greedy")
     })
     .await;
-    eprintln!("a forged review's PodGroup lived {:?}", made.elapsed());
-    // It was made at admission, and it is the leader that deleted it (on a busy machine
-    // both may happen before a read between them).
+    // From before the review was sent, so at least its whole life. Its age is read from
+    // `creationTimestamp` (whole seconds), so it may go up to a second short of the grace.
+    let lived = deleted - sent;
+    eprintln!("a forged review's PodGroup lived {lived:?} (grace {GRACE:?}, sweep {SWEEP:?})");
+    assert!(
+        lived >= GRACE - Duration::from_secs(1),
+        "deleted early: {lived:?}"
+    );
+    assert!(
+        lived <= GRACE + SWEEP + SWEEP_WORK,
+        "held past its grace and the next sweep: {lived:?}"
+    );
+    // It was made at admission, and it is the leader that deleted it.
+    assert!(seen.first("ADDED", "greedy").is_some());
     let metrics = env.instances[0].metrics().await;
     let deleted = metrics
         .lines()

@@ -8,6 +8,7 @@ mod harness;
 #[allow(dead_code)] // shared with the demo
 mod world;
 
+mod modes;
 mod multi_host;
 mod reclaim;
 mod shared_clusters;

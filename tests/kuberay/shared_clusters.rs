@@ -97,17 +97,49 @@ pub async fn assert_no_validation_failures(env: &TestEnv) {
     }
 }
 
-async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
+/// (sample, job name, its run) of each job a scenario creates, in order.
+pub type Jobs<'a> = &'a [(&'a str, &'a str, &'a str)];
+
+/// The jobs of [`JOBS`] that share a cluster: the two runs of one config.
+pub const SHARING: &[&[&str]] = &[&["a0-0", "a0-1"], &["a0-2"]];
+
+/// A scenario run to the end: its env, the operator, each job's cluster.
+pub struct Ran {
+    pub env: TestEnv,
+    pub cluster_of: BTreeMap<String, String>,
+    _kuberay: KubeRay,
+}
+
+/// Creates `jobs` in order under `config`; `sharing` lists which jobs share a cluster
+/// (one list per cluster, every job in one). KubeRay must bring up exactly those
+/// clusters, bind each job to its own and submit it with its run's runtime env.
+pub async fn jobs_run_on_shared_clusters(
+    name: &str,
+    config: &str,
+    jobs: Jobs<'_>,
+    sharing: &[&[&str]],
+) -> Ran {
     let env = TestEnv::new(name, config, 1).await;
     let kuberay = KubeRay::start(name, &[&env.ns], &KubeRayOptions::default()).await;
     let mut cluster_of = BTreeMap::new();
-    for (file, job, _) in JOBS {
+    for &(file, job, _) in jobs {
         let stored = create_job(&env, file, job).await;
         let cluster = selected(&stored).unwrap_or_else(|| panic!("{job} was not rewritten"));
-        cluster_of.insert(job, cluster);
+        cluster_of.insert(job.to_string(), cluster);
     }
-    assert_eq!(cluster_of["a0-0"], cluster_of["a0-1"]);
-    assert_ne!(cluster_of["a0-0"], cluster_of["a0-2"]);
+    let clusters_of = |list: &[&str]| -> BTreeSet<String> {
+        list.iter().map(|j| cluster_of[*j].clone()).collect()
+    };
+    for list in sharing {
+        assert_eq!(
+            clusters_of(list).len(),
+            1,
+            "{list:?} share one: {cluster_of:?}"
+        );
+    }
+    let firsts: Vec<&str> = sharing.iter().map(|l| l[0]).collect();
+    assert_eq!(clusters_of(&firsts).len(), sharing.len(), "{cluster_of:?}");
+    assert_eq!(sharing.concat().len(), jobs.len(), "every job in one list");
     let shared: BTreeSet<String> = cluster_of.values().cloned().collect();
 
     // KubeRay brings both shared clusters up, from their pods made Running by kwok.
@@ -144,7 +176,7 @@ async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
             "pods of {cluster} not all ready"
         );
         let text = serde_json::to_string(pods).unwrap();
-        for (_, _, run) in JOBS {
+        for (_, _, run) in jobs {
             assert!(
                 !text.contains(run),
                 "run {run} leaked into {cluster}'s pods"
@@ -156,7 +188,7 @@ async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
     // submitter Job with its own run's runtime env; the submitter's pod runs.
     let submitters: Api<Job> = Api::namespaced(env.admin.clone(), &env.ns);
     let job_pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
-    for (_, job, run) in JOBS {
+    for &(_, job, run) in jobs {
         let status = wait_for_within(SLOW, &format!("{job} to leave Initializing"), || async {
             let status = ray_job(&env, job).await["status"].clone();
             let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
@@ -207,33 +239,11 @@ async fn jobs_run_on_shared_clusters(name: &str, config: &str) {
         .collect();
     assert!(created.is_empty(), "{created:?}");
     assert_no_validation_failures(&env).await;
-    drop(kuberay);
-}
-
-#[tokio::test]
-async fn default_config() {
-    jobs_run_on_shared_clusters("kr-default", DEFAULT_CONFIG).await;
-}
-
-#[tokio::test]
-async fn pools() {
-    // Two jobs per cluster: the two runs of one config still share one.
-    let config = "sharedClusters:\n  maxJobsPerCluster: 2\n";
-    jobs_run_on_shared_clusters("kr-pools", config).await;
-}
-
-#[tokio::test]
-async fn autoscaling() {
-    let config = "sharedClusters:\n  autoscaling:\n    enabled: true\n    idleTimeoutSeconds: 60\n";
-    jobs_run_on_shared_clusters("kr-autoscaling", config).await;
-}
-
-#[tokio::test]
-async fn volcano_stand_in_spec_without_a_batch_scheduler() {
-    // The stand-in spec sits next to the selector: KubeRay validates it, and still runs
-    // the job on the shared cluster.
-    let config = "sharedClusters:\n  volcanoStandInSpec: true\n";
-    jobs_run_on_shared_clusters("kr-stand-in", config).await;
+    Ran {
+        env,
+        cluster_of,
+        _kuberay: kuberay,
+    }
 }
 
 /// KubeRay hands `spec.metadata` to Ray only for a job with a cluster of its own (v1.5+

@@ -13,9 +13,17 @@ use crate::harness::*;
 use crate::shared_clusters::*;
 use crate::world::*;
 
-/// KubeRay's misses before the quota frees: its next look is then about 80 s away
-/// (5 ms doubling per miss: the 14th waits 5 ms x 2^13 = 41 s, counted from 41 s in).
+/// KubeRay's misses before the quota frees: its next look is then about 41 s away
+/// (5 ms doubling per miss: the 14th waits 5 ms x 2^13 = 41 s).
 const MISSES: usize = 14;
+
+/// How long controller-runtime's default rate limiter holds a key back after its n-th
+/// failure in a row: 5 ms x 2^(n-1), at most 1000 s
+/// (`workqueue.DefaultTypedControllerRateLimiter`).
+fn backoff(n: u32) -> Duration {
+    (Duration::from_millis(5) * 2u32.saturating_pow(n.saturating_sub(1)))
+        .min(Duration::from_secs(1000))
+}
 
 #[tokio::test]
 async fn a_job_that_waited_for_its_cluster_starts_once_it_is_made() {
@@ -47,20 +55,34 @@ async fn a_job_that_waited_for_its_cluster_starts_once_it_is_made() {
         .await
         .unwrap();
     let freed = Instant::now();
-    // KubeRay's own next look: after its n-th miss it waits 5 ms x 2^(n-1) (its log says
-    // when each miss was).
+    // KubeRay's own next look. Each miss is a reconcile error, and controller-runtime's
+    // default rate limiter (KubeRay sets none of its own) requeues the job 5 ms x 2^(n-1)
+    // after its n-th error in a row, and no sooner; other errors only add to n, so the
+    // look computed from the misses is never later than KubeRay's.
     let log = kuberay.log_text();
-    let missed: Vec<&str> = log
+    let missed: Vec<k8s_openapi::jiff::Timestamp> = log
         .lines()
-        .filter(|l| l.contains("RayCluster not found"))
+        .filter(|l| l.contains("RayCluster not found") && l.contains(&cluster))
+        .map(|l| {
+            let stamp = l.split_whitespace().next().unwrap_or_default();
+            stamp.parse().unwrap_or_else(|e| panic!("{e}: {l}"))
+        })
         .collect();
-    let last_miss: k8s_openapi::jiff::Timestamp = missed
-        .last()
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|t| t.parse().ok())
-        .expect("KubeRay logs each miss with its time");
-    let backoff = Duration::from_millis(5) * 2u32.pow(missed.len() as u32 - 1);
-    let kuberay_looks_at = last_miss + backoff;
+    // The count is right (one line per miss of this cluster, each a requeue of the
+    // rate limiter, nothing else woke the job between them): each gap is at least the
+    // backoff of the miss before it (to the log's millisecond).
+    for (n, pair) in missed.windows(2).enumerate() {
+        let gap = pair[1].duration_since(pair[0]);
+        let backoff = backoff(n as u32 + 1);
+        assert!(
+            gap.as_secs_f64() >= backoff.as_secs_f64() - 0.001,
+            "miss {} came {gap} after miss {}, inside its backoff {backoff:?}",
+            n + 2,
+            n + 1
+        );
+    }
+    let last_miss = *missed.last().expect("KubeRay logs each miss with its time");
+    let kuberay_looks_at = last_miss + backoff(missed.len() as u32);
     let status = wait_for_within(SLOW, "the job to leave Initializing", || async {
         let status = ray_job(&env, job).await["status"].clone();
         let state = status["jobDeploymentStatus"].as_str().unwrap_or("");
@@ -73,6 +95,7 @@ async fn a_job_that_waited_for_its_cluster_starts_once_it_is_made() {
         "[kr-wake] {job}: started {waited:?} after the quota freed ({} misses by KubeRay)",
         misses()
     );
+    assert_eq!(status["jobDeploymentStatus"], "Running", "{status}");
     assert_eq!(status["rayClusterName"], json!(cluster), "{status}");
     let stored = ray_job(&env, job).await;
     assert!(

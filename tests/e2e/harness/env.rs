@@ -122,7 +122,7 @@ impl TestEnv {
             .enumerate()
             .map(|(i, r)| {
                 let mut w = template.clone();
-                w["name"] = json!(format!("i{i}.{}", template["name"].as_str().unwrap()));
+                w["name"] = json!(self.webhook_name(i, template["name"].as_str().unwrap()));
                 w["clientConfig"] = json!({"url": r.url, "caBundle": ca_bundle});
                 let selector = &mut w["namespaceSelector"];
                 if !selector["matchLabels"].is_object() {
@@ -148,6 +148,36 @@ impl TestEnv {
         mwc["webhooks"] = json!(webhooks);
         mwc["metadata"] = json!({"name": format!("rayshare-e2e-{}", self.name)});
         mwc
+    }
+
+    /// Instance `i`'s webhook: named after this test, so what the API server counts per
+    /// webhook (fail-opens above all) is this test's alone, not any test's with "rayshare"
+    /// in the name.
+    fn webhook_name(&self, i: usize, chart_name: &str) -> String {
+        format!("i{i}.{}.{chart_name}", self.name)
+    }
+
+    /// Calls to this test's webhooks that failed and that the API server let through
+    /// (`apiserver_admission_webhook_fail_open_count`, by each webhook's exact name).
+    #[allow(dead_code)] // for tests/volcano
+    pub async fn api_server_fail_opens(&self) -> f64 {
+        let request = axum::http::Request::get("/metrics")
+            .body(Vec::new())
+            .unwrap();
+        let metrics = self.admin.request_text(request).await.unwrap();
+        let configuration = self.webhook_configuration();
+        let webhooks = configuration["webhooks"].as_array().unwrap();
+        let names = webhooks.iter().map(|w| w["name"].as_str().unwrap());
+        names
+            .map(|name| {
+                let label = format!("name=\"{name}\"");
+                metric_sum(
+                    &metrics,
+                    "apiserver_admission_webhook_fail_open_count{",
+                    &[&label],
+                )
+            })
+            .sum()
     }
 
     async fn register_webhook(&self) {

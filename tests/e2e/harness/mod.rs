@@ -11,11 +11,14 @@ mod api;
 mod control_plane;
 mod env;
 mod instance;
+mod seen;
 
 pub use api::*;
 pub use control_plane::*;
 pub use env::*;
 pub use instance::*;
+#[allow(unused_imports)] // not every test binary watches
+pub use seen::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -131,4 +134,15 @@ pub fn process_cpu(pid: u32) -> Option<Duration> {
     // utime and stime: fields 14 and 15 of the line, indices 11 and 12 after the name.
     let total = ticks(11)? + ticks(12)?;
     Some(Duration::from_millis(total * 10))
+}
+
+/// The sum of the Prometheus samples of `series` (its name and the `{`) whose line holds
+/// every one of `with` (labels, as written: `kind="Pod"`).
+#[allow(dead_code)] // for tests/volcano
+pub fn metric_sum(metrics: &str, series: &str, with: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(series) && with.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

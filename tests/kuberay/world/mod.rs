@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
@@ -139,7 +139,7 @@ fn scheduler_config(kubeconfig: &Path, volcano_stand_in: bool) -> String {
 
 /// The cluster around the control plane, once per test binary.
 pub struct World {
-    processes: Vec<Process>,
+    processes: Arc<Mutex<Vec<Process>>>,
     pub dir: PathBuf,
     pub nodes: Vec<String>,
 }
@@ -148,9 +148,20 @@ pub static WORLD: LazyLock<World> = LazyLock::new(|| World::start(true));
 /// The world for the real Volcano scheduler: no kube-scheduler profile named `volcano`.
 pub static WORLD_FOR_VOLCANO: LazyLock<World> = LazyLock::new(|| World::start(false));
 
+/// The processes of the world started last in this binary. One runs at a time: the
+/// benchmarks start both kinds on one API server ([`WORLD`] for KubeRay, then
+/// [`WORLD_FOR_VOLCANO`]), and two kube-schedulers or controller-managers without leader
+/// election would each act on every object. Starting a world stops the one before it,
+/// whose static is then of no more use; its nodes stay, and the next world takes them up.
+static RUNNING: Mutex<Option<Arc<Mutex<Vec<Process>>>>> = Mutex::new(None);
+
 impl World {
     fn start(volcano_stand_in: bool) -> Self {
         let cp = &*CONTROL_PLANE;
+        if let Some(before) = RUNNING.lock().unwrap().take() {
+            eprintln!("[world] stopping the world before this one (same API server)");
+            before.lock().unwrap().clear();
+        }
         let started = Instant::now();
         let kwok = run_script(&repo().join("tests/tools/build-kwok.sh"));
         let stages = run_script_with(&repo().join("tests/tools/build-kwok.sh"), &["--stages"]);
@@ -210,21 +221,26 @@ impl World {
             ),
             Process::spawn("kwok", kwok_cmd, dir.join("kwok.log")),
         ];
-        let mut cluster = Self {
-            processes,
+        let cluster = Self {
+            processes: Arc::new(Mutex::new(processes)),
             dir,
             nodes: NODES.iter().map(|(n, _)| n.to_string()).collect(),
+        };
+        let probe = if volcano_stand_in {
+            "probe-stand-in"
+        } else {
+            "probe-volcano"
         };
         let ready = std::thread::scope(|s| {
             s.spawn(|| {
                 tokio::runtime::Runtime::new()
                     .unwrap()
-                    .block_on(cluster.setup())
+                    .block_on(cluster.setup(probe))
             })
             .join()
         });
         if ready.is_err() {
-            for p in &mut cluster.processes {
+            for p in cluster.processes.lock().unwrap().iter_mut() {
                 p.assert_running();
                 eprintln!("--- {} ---\n{}", p.name, tail(&p.log));
             }
@@ -235,12 +251,15 @@ impl World {
             NODES.len(),
             started.elapsed().as_secs_f64()
         );
+        *RUNNING.lock().unwrap() = Some(cluster.processes.clone());
         cluster
     }
 
-    /// Nodes, then proof that each component works: nodes Ready (kwok), a default
-    /// ServiceAccount (controller-manager), a pod placed and Running (scheduler, kwok).
-    async fn setup(&self) {
+    /// Nodes (kept when a world before this one made them), then proof that each
+    /// component works: nodes Ready (kwok), a default ServiceAccount (controller-manager),
+    /// a pod placed and Running (scheduler, kwok): `probe`, a name of this world's own, as
+    /// the one before may have left its probe terminating.
+    async fn setup(&self, probe: &str) {
         let client = client(&CONTROL_PLANE.admin_kubeconfig).await;
         let nodes: Api<Node> = Api::all(client.clone());
         for (name, extra) in NODES {
@@ -258,7 +277,11 @@ impl World {
                 "status": {"capacity": capacity, "allocatable": capacity},
             }))
             .unwrap();
-            nodes.create(&PostParams::default(), &node).await.unwrap();
+            match nodes.create(&PostParams::default(), &node).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => panic!("creating node {name}: {e}"),
+            }
         }
         wait_for_within(SLOW, "every fake node to be Ready (kwok)", || async {
             let list = nodes.list(&ListParams::default()).await.ok()?;
@@ -277,19 +300,18 @@ impl World {
         )
         .await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), probe_ns);
+        let name = probe;
         let probe: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "probe"},
+            "metadata": {"name": name},
             "spec": {"containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": "100m"}}}]},
         }))
         .unwrap();
         pods.create(&PostParams::default(), &probe).await.unwrap();
         wait_for_within(SLOW, "a probe pod to be scheduled and Running", || async {
-            (pod_phase(&pods.get("probe").await.ok()?) == "Running").then_some(())
+            (pod_phase(&pods.get(name).await.ok()?) == "Running").then_some(())
         })
         .await;
-        pods.delete("probe", &DeleteParams::default())
-            .await
-            .unwrap();
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
     }
 }

@@ -84,27 +84,14 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     // timed out; Volcano's own controller groups it). On these 2 cores a stall of a few
     // seconds does that to a few pods now and then: each must be a counted fail-open, and
     // they must stay rare.
-    let count = |metrics: &str, series: &str, with: &[&str]| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(series) && with.iter().all(|w| l.contains(w)))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
+    // The API server's count is by webhook name, and each test's webhook has its own:
+    // another test's fail-opens cannot stand in for this one's.
     let ours = env.instances[0].metrics().await;
-    let request = axum::http::Request::get("/metrics")
-        .body(Vec::new())
-        .unwrap();
-    let api_server = env.admin.request_text(request).await.unwrap_or_default();
-    let failed_open = count(
+    let failed_open = metric_sum(
         &ours,
         "rayshare_admission_requests_total{",
         &["kind=\"Pod\"", "outcome=\"failed_open\""],
-    ) + count(
-        &api_server,
-        "apiserver_admission_webhook_fail_open_count{",
-        &["rayshare"],
-    );
+    ) + env.api_server_fail_opens().await;
     assert!(
         ungrouped.len() as f64 <= failed_open && ungrouped.len() * 100 <= PODS,
         "{} without their group ({failed_open} counted fail-opens): {:?}",

@@ -6,17 +6,12 @@
 //! orphan reconciler deletes after `podGroups.unconfirmedGraceSeconds`; a thousand pods at
 //! once are all accepted.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
-use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 use crate::cluster::*;
 use crate::harness::*;
@@ -45,55 +40,6 @@ fn bare_pod(name: &str, queue: &str, cpu: &str) -> Pod {
                 "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]},
     }))
     .unwrap()
-}
-
-/// What a watch on the PodGroups of one namespace saw, and when, from its start on.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<Watched>>>);
-
-/// When, which event (`ADDED`, `MODIFIED`, `DELETED`), and the group as it then was.
-type Watched = (Instant, &'static str, DynamicObject);
-
-impl Seen {
-    /// Starts watching the namespace's groups (from the list's resourceVersion, so
-    /// nothing made after this call is missed).
-    async fn watch(groups: &Api<DynamicObject>) -> Self {
-        let rv = groups
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .metadata
-            .resource_version
-            .unwrap();
-        let events = groups
-            .watch(&WatchParams::default(), &rv)
-            .await
-            .expect("watching PodGroups");
-        let seen = Self::default();
-        let log = seen.clone();
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(events);
-            while let Ok(Some(event)) = events.try_next().await {
-                let (kind, object) = match event {
-                    WatchEvent::Added(o) => ("ADDED", o),
-                    WatchEvent::Modified(o) => ("MODIFIED", o),
-                    WatchEvent::Deleted(o) => ("DELETED", o),
-                    _ => continue,
-                };
-                log.0.lock().unwrap().push((Instant::now(), kind, object));
-            }
-        });
-        seen
-    }
-
-    /// The first `kind` event of group `name`: when, and the group as it was then.
-    fn first(&self, kind: &str, name: &str) -> Option<(Instant, DynamicObject)> {
-        let events = self.0.lock().unwrap();
-        events
-            .iter()
-            .find(|(_, k, o)| *k == kind && o.metadata.name.as_deref() == Some(name))
-            .map(|(at, _, o)| (*at, o.clone()))
-    }
 }
 
 /// The group named on each pod is rayshare's (this installation's), made for that pod and

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use super::{INSTANCE, MANAGED_BY, Seen, bare_pod};
+use super::{INSTANCE, MANAGED_BY, bare_pod};
 use crate::cluster::*;
 use crate::harness::*;
 use crate::scheduling::POD_UID;
