@@ -215,24 +215,25 @@ async fn concurrent_drivers_that_write_to_cwd_get_their_own_directory() {
         .await;
     RAY_HEAD.wait_status("d-sub", "SUCCEEDED").await;
     RAY_HEAD.wait_status("e-sub", "SUCCEEDED").await;
-    let dir = |stored: &Value| {
+    // Each driver ran in a fresh directory `<root>/<token>.<random>` (made by mktemp, so
+    // no other job could have made it first), its own code in it.
+    let ran_in = |stored: &Value, log: &str, code: &str| {
         let token = stored["metadata"]["labels"]["rayshare.io/admission-uid"]
             .as_str()
-            .unwrap()
-            .to_string();
-        root.path().join(token)
+            .unwrap();
+        let prefix = format!("CWD={}/{token}.", root.path().display());
+        let line = log
+            .lines()
+            .find(|l| l.starts_with(&prefix) && l.ends_with(&format!(" CODE={code}")))
+            .unwrap_or_else(|| panic!("no line {prefix}<random> CODE={code} in:\n{log}"));
+        let dir = line["CWD=".len()..].split(' ').next().unwrap().to_string();
+        std::path::PathBuf::from(dir)
     };
-    let (dir_d, dir_e) = (dir(&d), dir(&e));
     let log_d = RAY_HEAD.logs("d-sub").await;
     let log_e = RAY_HEAD.logs("e-sub").await;
-    assert!(
-        log_d.contains(&format!("CWD={} CODE=a1b2c3", dir_d.display())),
-        "{log_d}"
-    );
-    assert!(
-        log_e.contains(&format!("CWD={} CODE=z9y8x7", dir_e.display())),
-        "{log_e}"
-    );
+    let dir_d = ran_in(&d, &log_d, "a1b2c3");
+    let dir_e = ran_in(&e, &log_e, "z9y8x7");
+    assert_ne!(dir_d, dir_e);
     // Without the rewrite, a driver starts where the head was started: one place for all.
     let plain = RAY_HEAD.wait_log("plain-workdir", "DRIVER_CWD=").await;
     let expected = format!("DRIVER_CWD={}", RAY_HEAD.cwd.display());

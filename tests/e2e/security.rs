@@ -197,8 +197,12 @@ async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
         lived <= GRACE + SWEEP + SWEEP_WORK,
         "held past its grace and the next sweep: {lived:?}"
     );
-    // It was made at admission, and it is the leader that deleted it.
-    assert!(seen.first("ADDED", "greedy").is_some());
+    // It was made at admission, holding nothing of what the review asked for, and it is
+    // the leader that deleted it.
+    let (_, added) = seen.first("ADDED", "greedy").expect("made at admission");
+    let spec = &added.data["spec"];
+    assert!(spec.get("minResources").is_none(), "{spec}");
+    assert!(spec.get("priorityClassName").is_none(), "{spec}");
     let metrics = env.instances[0].metrics().await;
     let deleted = metrics
         .lines()
@@ -228,12 +232,59 @@ async fn a_forged_volcano_pod_review_makes_nothing_when_groups_wait_for_the_pod(
     assert_eq!(all.len(), 1, "only the stored pod's group exists");
 }
 
+/// A review names its namespace itself. For one the webhook does not serve (kube-system,
+/// a namespace without the opt-in label) rayshare makes nothing and answers unchanged;
+/// in a served one the group it makes holds no capacity (no `minResources`, no priority).
+#[tokio::test]
+async fn a_forged_pod_review_makes_nothing_outside_what_rayshare_serves() {
+    let env = TestEnv::new("forged-elsewhere", "", 1).await;
+    let off = format!("{}-off", env.ns);
+    create_namespace(&env.admin, &off, &[]).await;
+    for ns in ["kube-system", off.as_str()] {
+        let mut pod = greedy_pod(&env);
+        pod["metadata"]["namespace"] = json!(ns);
+        let answer = post_forged(&env, &forged(ns, &pod, pod_kind())).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert!(answer["response"].get("patch").is_none(), "{answer}");
+    }
+    let answer = post_forged(&env, &forged(&env.ns, &greedy_pod(&env), pod_kind())).await;
+    assert!(answer["response"].get("patch").is_some(), "{answer}");
+    let made = env
+        .api(&pod_group_resource(), &env.ns)
+        .get("greedy")
+        .await
+        .unwrap();
+    assert!(
+        made.data["spec"].get("minResources").is_none(),
+        "{:?}",
+        made.data
+    );
+    assert!(
+        made.data["spec"].get("priorityClassName").is_none(),
+        "{:?}",
+        made.data
+    );
+    for ns in ["kube-system", off.as_str()] {
+        let there = env.api(&pod_group_resource(), ns);
+        assert!(
+            there.get_opt("greedy").await.unwrap().is_none(),
+            "a group in {ns}"
+        );
+    }
+    let metrics = env.instances[0].metrics().await;
+    assert!(
+        metrics.contains(r#"rayshare_errors_total{cause="not_served"} 2"#),
+        "{metrics}"
+    );
+}
+
 fn greedy_pod(env: &TestEnv) -> Value {
     let mut pod = sample("volcano-pod.yaml");
     pod["metadata"] = json!({"name": "greedy", "namespace": env.ns,
         "annotations": {"scheduling.volcano.sh/queue-name": "research"}});
     let huge = json!({"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"});
     pod["spec"]["containers"][0]["resources"]["requests"] = huge;
+    pod["spec"]["priorityClassName"] = json!("system-node-critical");
     pod
 }
 
