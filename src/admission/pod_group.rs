@@ -5,7 +5,8 @@
 //!
 //! A review alone is no proof that the pod will exist, so what is made here is held to
 //! the least: only in a namespace rayshare's own watch shows served, a group for one pod
-//! that reserves no queue capacity (no `minResources`, no priority), labelled as
+//! that reserves no queue capacity (no priority; requests no queue can hold, so Volcano
+//! leaves it Pending: `pod_group::at_admission`), labelled as
 //! rayshare's and as not yet taken up, and at most so many at once
 //! (`domain::unconfirmed`). The provisioner takes it up from the pod the API server
 //! stored (requests, priority, the pod's uid, owning it by a bare pod); one that no stored

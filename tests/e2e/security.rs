@@ -201,7 +201,7 @@ async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
     // the leader that deleted it.
     let (_, added) = seen.first("ADDED", "greedy").expect("made at admission");
     let spec = &added.data["spec"];
-    assert!(spec.get("minResources").is_none(), "{spec}");
+    assert_eq!(spec["minResources"], json!({"cpu": "1000000000"}), "{spec}");
     assert!(spec.get("priorityClassName").is_none(), "{spec}");
     let metrics = env.instances[0].metrics().await;
     let deleted = metrics

@@ -107,11 +107,18 @@ pub fn group(
     }))
 }
 
+/// What a group made at admission asks of its queue until the stored pod's requests
+/// replace it: more than any queue or cluster holds, so Volcano's enqueue step (which
+/// admits a group to its queue only when its `minResources` fit) leaves it Pending,
+/// reserving nothing. A group with no `minResources` would be admitted at once, and the
+/// real requests set a moment later would then count against the queue ungated.
+pub const UNCONFIRMED_MIN_RESOURCES: &str = "1000000000";
+
 /// The group admission makes, before its pod is stored: [`group`] holding nothing a
 /// stored pod has not asked for. Volcano's `pods/validate` needs only that the group
-/// exists (and that a queue it names is open); `minResources`, which holds queue
-/// capacity, and the priority come from the stored pod when the group provisioner takes
-/// the group up. So a forged review leaves a group that reserves nothing.
+/// exists (and that a queue it names is open); the requests and the priority come from
+/// the stored pod when the group provisioner takes the group up. Until then it waits,
+/// Pending (see [`UNCONFIRMED_MIN_RESOURCES`]), so a forged review holds no capacity.
 pub fn at_admission(
     pod: &Value,
     namespace: &str,
@@ -122,7 +129,10 @@ pub fn at_admission(
 ) -> Result<Value, OddPod> {
     let mut group = group(pod, namespace, request_uid, name, namespace_queue, cfg)?;
     if let Some(spec) = group["spec"].as_object_mut() {
-        spec.remove("minResources");
+        spec.insert(
+            "minResources".into(),
+            json!({ "cpu": UNCONFIRMED_MIN_RESOURCES }),
+        );
         spec.remove("priorityClassName");
     }
     Ok(group)

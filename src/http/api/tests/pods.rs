@@ -35,10 +35,13 @@ async fn volcano_pod_gets_its_pod_group_during_admission() {
         group["metadata"]["labels"]["rayshare.io/instance"],
         "rayshare"
     );
-    // Nothing that holds queue capacity on a review's word: the requests (and the
-    // priority) come from the stored pod.
+    // Nothing that holds queue capacity on a review's word: until the stored pod's
+    // requests (and priority) replace it, more than any queue holds keeps it Pending.
     assert_eq!(group["spec"]["minMember"], 1);
-    assert!(group["spec"].get("minResources").is_none(), "{group}");
+    assert_eq!(
+        group["spec"]["minResources"],
+        json!({"cpu": crate::domain::pod_group::UNCONFIRMED_MIN_RESOURCES})
+    );
     assert!(group["spec"].get("priorityClassName").is_none(), "{group}");
     assert!(
         group["metadata"]["annotations"]
