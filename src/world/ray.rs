@@ -191,8 +191,9 @@ mod tests {
     /// request line it got.
     async fn answering(
         status: &'static str,
-        body: &'static str,
+        body: impl Into<String>,
     ) -> (String, tokio::task::JoinHandle<String>) {
+        let body: String = body.into();
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -209,7 +210,8 @@ mod tests {
                 "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
-            socket.write_all(answer.as_bytes()).await.unwrap();
+            // The client may hang up first (an answer past its bound).
+            let _ = socket.write_all(answer.as_bytes()).await;
             let head = String::from_utf8_lossy(&head).into_owned();
             head.lines().next().unwrap_or_default().to_string()
         });
@@ -234,6 +236,47 @@ mod tests {
         let got = d.delete(&base, "a/b c", Some("t0k")).await;
         assert_eq!(got.map_err(|_| ()), expected);
         assert_eq!(served.await.unwrap(), "DELETE /api/jobs/a%2Fb%20c HTTP/1.1");
+    }
+
+    /// A head runs a tenant's image and may answer anything: a job list of a few MB of
+    /// tiny objects is read without building them (none is a submission, the list is cut
+    /// at its cap and says so), a malformed or oversized answer is an error, and a head
+    /// that never answers is an error within the bound.
+    #[tokio::test]
+    async fn a_hostile_head_is_answered_in_bounded_time_and_memory() {
+        let d = Dashboard::new(Duration::from_secs(5));
+        let mut tiny = String::from("[");
+        for i in 0..500_000 {
+            if i > 0 {
+                tiny.push(',');
+            }
+            tiny.push_str(r#"{"a":0}"#);
+        }
+        tiny.push(']');
+        let (base, _served) = answering("200 OK", tiny).await;
+        let list = d.submissions(&base, None).await.unwrap();
+        assert!(list.submissions.is_empty() && list.truncated);
+
+        let (base, _served) = answering("200 OK", r#"[{"submission_id": "a", "#).await;
+        assert!(d.submissions(&base, None).await.is_err());
+
+        let huge = format!("[\"{}\"]", "x".repeat(MAX_BODY));
+        let (base, _served) = answering("200 OK", huge).await;
+        assert!(d.submissions(&base, None).await.is_err());
+
+        // Accepts and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let _held = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(socket);
+        });
+        let slow = Dashboard::new(Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        let got = slow.submissions(&base, None).await;
+        assert!(matches!(got, Err(DashboardError::Timeout(_))), "{got:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]
