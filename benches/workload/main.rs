@@ -221,6 +221,27 @@ async fn table(p: &Params) -> Vec<String> {
         let b = base.filter(|b| *b != i).map(|b| &rows[b].1);
         out.push(row(label, o, b));
     }
+    let names: Vec<&str> = trace::CONFIGS.iter().map(|c| c.name).collect();
+    out.extend([
+        String::new(),
+        "Waits by config, p50 / max:".into(),
+        String::new(),
+        format!("| run | {} |", names.join(" | ")),
+        format!("|---|{}", "---:|".repeat(names.len())),
+    ]);
+    for (label, o) in &rows {
+        let cells: Vec<String> = o
+            .by_config
+            .iter()
+            .map(|w| {
+                let mut w = w.clone();
+                w.sort();
+                let l = Latencies(w);
+                format!("{} / {}", l.secs(0.5), l.secs(1.0))
+            })
+            .collect();
+        out.push(format!("| {label} | {} |", cells.join(" | ")));
+    }
     out
 }
 

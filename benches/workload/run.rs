@@ -19,6 +19,8 @@ use crate::trace::{CONFIGS, Task};
 pub struct Outcome {
     /// Each started task's wait: its create answered -> KubeRay moved it past Initializing.
     pub waits: Vec<Duration>,
+    /// The same, by config (index into CONFIGS).
+    pub by_config: Vec<Vec<Duration>>,
     /// Tasks that never started within the deadline.
     pub not_started: usize,
     /// Head and worker pods: the sum of (Running -> deleted), and of (created -> deleted).
@@ -227,9 +229,14 @@ pub async fn run(env: &TestEnv, namespace: &str, tasks: &[Task], p: &Params) -> 
         })
     };
     let waits: Vec<Duration> = results.iter().flatten().copied().collect();
+    let mut by_config = vec![Vec::new(); CONFIGS.len()];
+    for (task, wait) in tasks.iter().zip(&results) {
+        by_config[task.config].extend(*wait);
+    }
     Outcome {
         not_started: results.len() - waits.len(),
         waits,
+        by_config,
         pod_seconds_running: seen.pods.values().map(|l| life(l.running, l.gone)).sum(),
         pod_seconds_held: seen.pods.values().map(|l| life(l.created, l.gone)).sum(),
         pods: seen.pods.len(),
