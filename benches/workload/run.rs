@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -162,7 +161,16 @@ async fn play(
     if let Err(e) = jobs.delete(&name, &DeleteParams::default()).await {
         eprintln!("[workload] deleting {name}: {e}");
     }
-    started.map(|at| at.saturating_duration_since(created))
+    let wait = started.map(|at| at.saturating_duration_since(created));
+    // Which cluster served it, for reading a run's story on stderr.
+    let cluster = stored["spec"]["clusterSelector"]["ray.io/cluster"]
+        .as_str()
+        .unwrap_or("its own");
+    eprintln!(
+        "[workload] {name} at {:.0} s -> {cluster}: waited {wait:?}",
+        task.at
+    );
+    wait
 }
 
 /// Plays `tasks` into `namespace` (served by rayshare or not) and waits, after the last
@@ -192,13 +200,14 @@ pub async fn run(env: &TestEnv, namespace: &str, tasks: &[Task], p: &Params) -> 
         ),
     ];
     let start = Instant::now() + Duration::from_millis(500);
-    let results: Vec<Option<Duration>> = tasks
-        .iter()
-        .enumerate()
-        .map(|t| play(env, namespace, &seen, start, t, p))
-        .collect::<FuturesUnordered<_>>()
-        .collect()
-        .await;
+    // In the tasks' order (a FuturesUnordered would give them in the order they end).
+    let results: Vec<Option<Duration>> = futures::future::join_all(
+        tasks
+            .iter()
+            .enumerate()
+            .map(|t| play(env, namespace, &seen, start, t, p)),
+    )
+    .await;
     eprintln!(
         "[workload] {namespace}: every task done after {:.0} s; waiting for the Ray pods to go",
         start.elapsed().as_secs_f64()
