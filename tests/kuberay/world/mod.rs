@@ -118,6 +118,10 @@ const KWOK_STAGES: &[&str] = &[
     "pod/fast/pod-delete.yaml",
 ];
 
+/// The project's own stages (a cold start of `rayshare.test/start-delay`, a Job's pod
+/// kept running by `rayshare.test/keep-running`); see the file.
+pub const OWN_STAGES: &str = "tests/kuberay/world/stages.yaml";
+
 /// kube-scheduler's config: no leader election; besides the default profile, unless the
 /// real Volcano scheduler runs (tests/volcano), a profile named `volcano`, so pods that
 /// KubeRay (`--batch-scheduler=volcano`) hands to Volcano get placed too. It stands in for
@@ -209,6 +213,8 @@ impl World {
         for stage in KWOK_STAGES {
             kwok_cmd.arg("--config").arg(stages.join(stage));
         }
+        // Ours, only for pods that ask by annotation: a cold start, a submitter kept running.
+        kwok_cmd.arg("--config").arg(repo().join(OWN_STAGES));
         // kwok also reads ~/.kwok/kwok.yaml: point its work dir at ours.
         kwok_cmd.env("KWOK_WORKDIR", dir.join("kwok"));
 
