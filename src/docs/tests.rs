@@ -143,6 +143,7 @@ const FOREIGN_FLAGS: &[&str] = &[
     "--as",
     "--follow",
     "--build-arg",
+    "--head",
     "--short",
     "--wait",
     "--server-side",

@@ -96,7 +96,9 @@ pub static CLUSTERS: LazyLock<Vec<Value>> = LazyLock::new(|| {
     }
     clusters.push(json!({
     "apiVersion": "ray.io/v1", "kind": "RayCluster",
-    "metadata": {"name": "xclusterx", "namespace": NAMESPACE, "uid": "xclusterx-uid"},
+    // The uid tests/bench/ray-worker-pod.yaml's owner reference names.
+    "metadata": {"name": "xclusterx", "namespace": NAMESPACE,
+        "uid": "2f7b9a1c-4d3e-4b8a-9c6f-1e2d3a4b5c6d"},
     "spec": {"workerGroupSpecs": [
         {"groupName": "xgroupx", "numOfHosts": 4, "replicas": 2},
         {"groupName": "single", "replicas": 3},
@@ -111,12 +113,23 @@ fn worker_pods() -> Vec<Value> {
     let mut pods = Vec::new();
     for cluster in CLUSTERS.iter() {
         let name = cluster["metadata"]["name"].as_str().unwrap();
+        // KubeRay's pods name their cluster's uid: rayshare claims slots only for it.
+        let uid = &cluster["metadata"]["uid"];
         for group in cluster["spec"]["workerGroupSpecs"].as_array().unwrap() {
             let text = template
                 .replace("{{cluster}}", name)
                 .replace("{{group}}", group["groupName"].as_str().unwrap())
                 .replace("{{namespace}}", NAMESPACE);
-            pods.extend(yaml_docs(&text));
+            for mut pod in yaml_docs(&text) {
+                for owner in pod["metadata"]["ownerReferences"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                {
+                    owner["uid"] = uid.clone();
+                }
+                pods.push(pod);
+            }
         }
     }
     pods
