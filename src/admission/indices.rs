@@ -51,7 +51,7 @@ impl<W: World> Work<'_, W> {
         let hosts = shape.hosts;
         if !self.served_namespace() {
             let (cause, msg) = super::pod_group::not_served(&self.namespace);
-            return self.fail(cause, msg, false);
+            return self.fail(cause, msg, cfg.deny_on_error);
         }
         // The pod's own controller reference names the live cluster; the cache may still
         // hold a deleted cluster of the same name (claims owned by it would be collected).
@@ -64,24 +64,20 @@ impl<W: World> Work<'_, W> {
             .find(|o| o["kind"] == "RayCluster" && o["name"] == cluster.as_str())
             .and_then(|o| o["uid"].as_str())
             .map(String::from);
-        let known_uid = info.as_ref().map(|i| i.uid.clone());
-        let cluster_uid = match (owner_uid, known_uid) {
-            (Some(owner), Some(known)) if owner == known => owner,
-            (None, Some(known)) => known,
-            (owner, _) => {
-                let live = self.read_cluster(&cluster, cfg.claim_timeout_ms).await;
-                match (owner, live) {
-                    (Some(owner), Ok(Some(live))) if live.uid == owner => owner,
-                    (None, Ok(Some(live))) => live.uid,
-                    _ => {
-                        let msg = format!(
-                            "rayshare: no replica/host indices for this pod: its owner is not \
-                             the RayCluster {cluster} the API server has"
-                        );
-                        return self.fail(Cause::ClusterNotCached, msg, false);
-                    }
+        // The uid the pod names (if any) must be the cluster's: the cache's, else a read's.
+        let confirmed = |uid: &str| owner_uid.as_deref().is_none_or(|o| o == uid);
+        let cluster_uid = match info.filter(|i| confirmed(&i.uid)) {
+            Some(known) => known.uid,
+            None => match self.read_cluster(&cluster, cfg.claim_timeout_ms).await {
+                Ok(Some(live)) if confirmed(&live.uid) => live.uid,
+                _ => {
+                    let msg = format!(
+                        "rayshare: no replica/host indices for this pod: its owner is not \
+                         the RayCluster {cluster} the API server has"
+                    );
+                    return self.fail(Cause::ClusterNotCached, msg, false);
                 }
-            }
+            },
         };
         let request = IndexRequest {
             namespace: self.namespace.clone(),

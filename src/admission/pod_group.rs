@@ -43,11 +43,8 @@ impl<W: World> Work<'_, W> {
         };
         if cfg.create_at_admission && !self.req.dry_run {
             if let Err((cause, msg)) = self.make_group(&name).await {
-                // The pod stays as it was: Volcano's own controller groups it. Never a
-                // denial on a review's word alone.
-                let deny = cfg.deny_on_error
-                    && !matches!(cause, Cause::NotServed | Cause::UnconfirmedBound);
-                return self.fail(cause, msg, deny);
+                // The pod stays as it was: Volcano's own controller groups it.
+                return self.fail(cause, msg, cfg.deny_on_error);
             }
         } else if !self.req.dry_run {
             self.count(|m| &m.planned, "PodGroup");

@@ -46,8 +46,11 @@ impl<W: World> Work<'_, W> {
         }
     }
 
-    /// Records a failure: a warning, a metric, and (when `deny`) a denial.
+    /// Records a failure: a warning, a metric, and (when `deny`) a denial. What rayshare
+    /// refused to do on a review's word alone (a namespace it does not serve, too many
+    /// groups awaiting their pods) is never a denial: a real pod must not be lost to it.
     pub(super) fn fail(&mut self, cause: Cause, message: String, deny: bool) {
+        let deny = deny && !matches!(cause, Cause::NotServed | Cause::UnconfirmedBound);
         tracing::warn!(uid = %self.req.uid, cause = cause.as_str(), %message, "rayshare could not do its job");
         if let Some(m) = self.metrics {
             m.error(cause);

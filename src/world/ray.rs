@@ -64,7 +64,7 @@ impl Dashboard {
     ) -> Result<bool, DashboardError> {
         let url = format!("{base}/api/jobs/{}/stop", path_segment(id));
         let body = self.call(hyper::Method::POST, &url, token).await?;
-        flag(&url, &body, "stopped")
+        flag(&url, &body, job_list::Flags::stopped)
     }
 
     /// Deletes the record of submission `id` (Ray deletes only a job that is over: a
@@ -82,7 +82,7 @@ impl Dashboard {
             return Ok(false);
         }
         let body = checked(&url, token, status, body)?;
-        flag(&url, &body, "deleted")
+        flag(&url, &body, job_list::Flags::deleted)
     }
 
     async fn call(
@@ -151,9 +151,9 @@ fn checked(
 }
 
 /// Whether the answer `{"<name>": true, ...}` says so; its other fields are skipped unread.
-fn flag(url: &str, body: &[u8], name: &str) -> Result<bool, DashboardError> {
+fn flag(url: &str, body: &[u8], set: fn(&job_list::Flags) -> bool) -> Result<bool, DashboardError> {
     let flags: job_list::Flags = serde_json::from_slice(body).map_err(|e| failed(url, e))?;
-    Ok(flags.is_set(name))
+    Ok(set(&flags))
 }
 
 fn failed(url: &str, e: impl std::fmt::Display) -> DashboardError {

@@ -62,14 +62,14 @@ pub struct Flags {
 }
 
 impl Flags {
-    /// Whether flag `name` is `true`.
-    pub fn is_set(&self, name: &str) -> bool {
-        let flag = match name {
-            "stopped" => &self.stopped,
-            "deleted" => &self.deleted,
-            _ => return false,
-        };
-        flag.0 == Some(true)
+    /// The answer to a stop says the job was stopped.
+    pub fn stopped(&self) -> bool {
+        self.stopped.0 == Some(true)
+    }
+
+    /// The answer to a delete says the record was deleted.
+    pub fn deleted(&self) -> bool {
+        self.deleted.0 == Some(true)
     }
 }
 
@@ -275,11 +275,11 @@ mod tests {
     #[test]
     fn flags_are_true_only_when_true() {
         let flags = |body: &str| serde_json::from_str::<Flags>(body).unwrap();
-        assert!(flags(r#"{"stopped": true, "x": [{"a": 1}]}"#).is_set("stopped"));
-        assert!(!flags(r#"{"stopped": "true"}"#).is_set("stopped"));
-        assert!(!flags(r#"{"stopped": {"a": true}}"#).is_set("stopped"));
-        assert!(flags(r#"{"deleted": true}"#).is_set("deleted"));
-        assert!(!flags("{}").is_set("deleted"));
+        assert!(flags(r#"{"stopped": true, "x": [{"a": 1}]}"#).stopped());
+        assert!(!flags(r#"{"stopped": "true"}"#).stopped());
+        assert!(!flags(r#"{"stopped": {"a": true}}"#).stopped());
+        assert!(flags(r#"{"deleted": true}"#).deleted());
+        assert!(!flags("{}").deleted());
     }
 
     #[test]
