@@ -81,21 +81,18 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
     let pod = create_in(&env.admin, &env.ns, pod, false).await;
 
-    let mut drain = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
-        .args(["drain", "--kubeconfig"])
-        .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args([
-            "-n",
-            &env.ns,
-            "--instance",
-            &env.name,
-            "--wait-seconds",
-            "120",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut drain = rayshare_drain(&[
+        "-n",
+        &env.ns,
+        "--instance",
+        &env.name,
+        "--wait-seconds",
+        "120",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     // The idle cluster goes at once; the busy one stays while its job runs.
     wait_for("the idle cluster to go", || async {
         let gone = clusters.get_opt(&made[0]).await.ok()?.is_none();
@@ -148,12 +145,7 @@ async fn drain_leaves_no_shared_cluster_and_waits_for_running_jobs() {
         .await
         .expect("drain to end once the job ended")
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "drain: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = drained(&out);
     assert!(
         stdout.contains(&format!(
             "waiting: raycluster {}/{} runs running",
@@ -178,19 +170,17 @@ async fn drain_tells_what_still_runs_when_the_wait_is_over() {
     let name = crate::drain_instances::shared_cluster(&env).await;
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
     env.instances[0].stop();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
-        .args(["drain", "--kubeconfig"])
-        .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args([
-            "-n",
-            &env.ns,
-            "--instance",
-            &env.name,
-            "--wait-seconds",
-            "0",
-        ])
-        .output()
-        .unwrap();
+    let out = rayshare_drain(&[
+        "-n",
+        &env.ns,
+        "--instance",
+        &env.name,
+        "--wait-seconds",
+        "0",
+    ])
+    .output()
+    .await
+    .unwrap();
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -199,12 +189,32 @@ async fn drain_tells_what_still_runs_when_the_wait_is_over() {
     );
     assert!(clusters.get_opt(&name).await.unwrap().is_some());
     // Forced: it goes now, its job with it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
-        .args(["drain", "--force", "--kubeconfig"])
-        .arg(&CONTROL_PLANE.admin_kubeconfig)
-        .args(["-n", &env.ns, "--all-instances"])
+    let out = rayshare_drain(&["--force", "-n", &env.ns, "--all-instances"])
         .output()
+        .await
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(clusters.get_opt(&name).await.unwrap().is_none());
+}
+
+/// `rayshare drain <args>` against the test control plane, as an operator runs it.
+pub(crate) fn rayshare_drain(args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayshare"));
+    command
+        .arg("drain")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&CONTROL_PLANE.admin_kubeconfig);
+    command
+}
+
+/// The output of a drain that must have succeeded (else both streams, in the panic).
+pub(crate) fn drained(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "drain: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

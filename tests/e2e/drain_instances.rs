@@ -107,19 +107,11 @@ async fn draining_one_installation_leaves_the_others_claims_groups_and_clusters(
     // The drain names mine and looks in every namespace.
     finish(&mine, "a0-0").await;
     mine.instances[0].stop();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_rayshare"))
-        .args(["drain", "--instance", &mine.name, "--wait-seconds", "60"])
-        .arg("--kubeconfig")
-        .arg(&CONTROL_PLANE.admin_kubeconfig)
+    let out = crate::drain::rayshare_drain(&["--instance", &mine.name, "--wait-seconds", "60"])
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "drain: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = crate::drain::drained(&out);
 
     // Mine are gone (the drain deletes in the background: wait for the API server).
     let ns = &mine.ns;
