@@ -75,10 +75,8 @@ async fn act(
     for (ns, name) in &plan.delete {
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), ns, &ray_cluster_resource());
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => println!("deleted: raycluster {ns}/{name}"),
-            Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
-            Err(e) => return Err(e),
+        if delete(&api, name).await? {
+            println!("deleted: raycluster {ns}/{name}");
         }
     }
     for (ns, job) in plan.stranded.iter().filter(|_| tell_stranded) {
@@ -96,14 +94,7 @@ async fn act(
             .list_metadata(&ListParams::default().labels(&claims))
             .await?;
         for claim in listed.items {
-            match api
-                .delete(&claim.name_any(), &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
-                Err(e) => return Err(e),
-            }
+            delete(&api, &claim.name_any()).await?;
         }
         println!("deleted: index claims in {ns}");
     }
@@ -152,11 +143,20 @@ async fn settle_group(
                 pod.name_any()
             );
         }
-        None => match groups.delete(group, &DeleteParams::background()).await {
-            Ok(_) => println!("deleted: podgroup {ns}/{group} (no pod names it)"),
-            Err(e) if crate::world::kube::calls::is_not_found(&e) => {}
-            Err(e) => return Err(e),
-        },
+        None => {
+            if delete(&groups, group).await? {
+                println!("deleted: podgroup {ns}/{group} (no pod names it)");
+            }
+        }
     }
     Ok(())
+}
+
+/// Deletes `name` in the background; `false` when it was gone already.
+async fn delete(api: &Api<DynamicObject>, name: &str) -> Result<bool, kube::Error> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(e) if crate::world::kube::calls::is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
