@@ -6,7 +6,7 @@
 //! A review alone is no proof that the pod will exist, so what is made here is held to
 //! the least: only in a namespace rayshare's own watch shows served, a group for one pod
 //! that reserves no queue capacity (no priority; requests no queue can hold, so Volcano
-//! leaves it Pending: `pod_group::at_admission`), labelled as
+//! leaves it Pending: `pod_group::unconfirmed`), labelled as
 //! rayshare's and as not yet taken up, and at most so many at once
 //! (`domain::unconfirmed`). The provisioner takes it up from the pod the API server
 //! stored (requests, priority, the pod's uid, owning it by a bare pod); one that no stored
@@ -72,7 +72,7 @@ impl<W: World> Work<'_, W> {
         let odd = |why: String| (Cause::OddObject, format!("rayshare: no PodGroup: {why}"));
         // From the few fields triage read: what the group needs of the whole pod
         // (requests, priority) the provisioner adds from the stored pod.
-        let mut group = pod_group::at_admission(
+        let group = pod_group::group(
             self.object(),
             &self.namespace,
             &self.req.uid,
@@ -81,6 +81,7 @@ impl<W: World> Work<'_, W> {
             cfg,
         )
         .map_err(|e| odd(e.to_string()))?;
+        let mut group = pod_group::unconfirmed(group);
         if !self.world.note_unconfirmed_group(&self.namespace, name) {
             return Err((
                 Cause::UnconfirmedBound,

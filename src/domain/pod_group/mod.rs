@@ -114,20 +114,12 @@ pub fn group(
 /// real requests set a moment later would then count against the queue ungated.
 pub const UNCONFIRMED_MIN_RESOURCES: &str = "1000000000";
 
-/// The group admission makes, before its pod is stored: [`group`] holding nothing a
-/// stored pod has not asked for. Volcano's `pods/validate` needs only that the group
-/// exists (and that a queue it names is open); the requests and the priority come from
-/// the stored pod when the group provisioner takes the group up. Until then it waits,
-/// Pending (see [`UNCONFIRMED_MIN_RESOURCES`]), so a forged review holds no capacity.
-pub fn at_admission(
-    pod: &Value,
-    namespace: &str,
-    request_uid: &str,
-    name: &str,
-    namespace_queue: Option<&str>,
-    cfg: &PodGroups,
-) -> Result<Value, OddPod> {
-    let mut group = group(pod, namespace, request_uid, name, namespace_queue, cfg)?;
+/// The [`group`] admission makes, before its pod is stored, holding nothing a stored pod
+/// has not asked for. Volcano's `pods/validate` needs only that the group exists (and
+/// that a queue it names is open); the requests and the priority come from the stored
+/// pod when the group provisioner takes the group up. Until then it waits, Pending (see
+/// [`UNCONFIRMED_MIN_RESOURCES`]), so a forged review holds no capacity.
+pub fn unconfirmed(mut group: Value) -> Value {
     if let Some(spec) = group["spec"].as_object_mut() {
         spec.insert(
             "minResources".into(),
@@ -135,7 +127,7 @@ pub fn at_admission(
         );
         spec.remove("priorityClassName");
     }
-    Ok(group)
+    group
 }
 
 fn spec_of(pod: &Value) -> Result<&Value, OddPod> {
