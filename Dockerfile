@@ -21,8 +21,10 @@ COPY src ./src
 # The context has no .git: the revision `--version` and rayshare_build_info report.
 ARG RAYSHARE_REVISION=unknown
 ENV RAYSHARE_REVISION=${RAYSHARE_REVISION}
-# The manifest names the benchmarks explicitly, so cargo wants their files to exist.
+# The manifest names the benchmarks explicitly, so cargo wants their files to exist, and
+# the test kit is a member of the workspace.
 COPY benches ./benches
+COPY tests/kit ./tests/kit
 # Cache mounts keep the crate registry and target dir between builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \

@@ -7,12 +7,7 @@
 //! running, with a kubeconfig for your own kubectl, until Ctrl-C. In `cargo test` it
 //! checks the outcome and exits.
 
-#[path = "e2e/harness/mod.rs"]
-#[allow(dead_code)] // shared with the e2e tests, which use all of it
-mod harness;
-#[path = "kuberay/world/mod.rs"]
-#[allow(dead_code)] // shared with the KubeRay tests
-mod world;
+use rayshare_testkit::{harness, world};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;

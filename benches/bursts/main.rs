@@ -12,7 +12,7 @@
 //!   created at once, alternating between two rayshare replicas; the time until every pod is
 //!   admitted with its indices, duplicate slots (must be 0), API calls on Leases per pod.
 //! - 1,000 Volcano pods at once, under the real Volcano (its scheduler, controller-manager
-//!   and webhook-manager with its chart's webhooks, tests/volcano/cluster.rs): each create's
+//!   and webhook-manager with its chart's webhooks, tests/kit/src/volcano.rs): each create's
 //!   latency (sent to answered) and the burst's wall time, floor first (a namespace rayshare
 //!   does not serve: Volcano's webhooks only), then served (rayshare makes each pod's
 //!   PodGroup during its admission); pods grouped, API calls on PodGroups per pod, and the
@@ -28,21 +28,8 @@
 //! A benchmark, never a test: under `cargo test` it only says it was skipped. The tables
 //! go to stdout and to $RAYSHARE_BENCH_OUT/bursts.md (default target/bench).
 
-#[path = "../load/cluster.rs"]
-#[allow(dead_code)]
-mod cluster;
-#[path = "../../tests/e2e/harness/mod.rs"]
-#[allow(dead_code)]
-mod harness;
-#[path = "../load/sys.rs"]
-#[allow(dead_code)]
-mod sys;
-#[path = "../../tests/volcano/cluster.rs"]
-#[allow(dead_code)]
-mod volcano;
-#[path = "../../tests/kuberay/world/mod.rs"]
-#[allow(dead_code)]
-mod world;
+use rayshare_testkit::load::{cluster, sys};
+use rayshare_testkit::{harness, volcano, world};
 
 mod cluster_ready;
 mod ray_jobs;

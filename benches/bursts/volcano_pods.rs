@@ -172,7 +172,7 @@ async fn report_rayshare(instance: &Rayshare) {
     eprintln!("[bursts] rayshare's warnings: {warnings:?}");
 }
 
-/// `n` Volcano pods at once, under the real Volcano (tests/volcano/cluster.rs): floor (a
+/// `n` Volcano pods at once, under the real Volcano (tests/kit/src/volcano.rs): floor (a
 /// namespace rayshare does not serve) first, its pods then deleted, then served.
 async fn volcano_pods(n: usize) -> [String; 3] {
     let _volcano = &*volcano::VOLCANO;

@@ -9,9 +9,10 @@
 //! Run it with `bash tests/bench/run.sh` (builds the control plane, then runs
 //! `cargo bench --bench load` and draws the plot). Under `cargo test` it does nothing.
 
+use rayshare_testkit::load::{cluster, sys};
+
 mod bodies;
 mod client;
-mod cluster;
 mod flood;
 mod floor;
 mod measures;
@@ -19,7 +20,6 @@ mod report;
 mod results;
 mod scenarios;
 mod servers;
-mod sys;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

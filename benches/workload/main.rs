@@ -8,7 +8,7 @@
 //!     cargo bench --bench workload
 //!
 //! Every Ray pod (head and workers) is held Pending for a cold start after it is scheduled
-//! (kwok stage `tests/kuberay/world/stages.yaml`), then Running and Ready. A task's wait is
+//! (kwok stage `tests/kit/src/world/stages.yaml`), then Running and Ready. A task's wait is
 //! from its RayJob's create answered until KubeRay moves it past Initializing (its cluster
 //! is ready and its submitter made). Its driver then "runs" for its drawn time (kwok keeps
 //! the submitter pod Running), and the harness deletes the RayJob, as Flyte cleans up a
@@ -30,12 +30,7 @@
 //! A benchmark, never a test: under `cargo test` it only says it was skipped. The table
 //! goes to stdout and to $RAYSHARE_BENCH_OUT/workload.md (default target/bench).
 
-#[path = "../../tests/e2e/harness/mod.rs"]
-#[allow(dead_code)]
-mod harness;
-#[path = "../../tests/kuberay/world/mod.rs"]
-#[allow(dead_code)]
-mod world;
+use rayshare_testkit::{harness, world};
 
 mod run;
 mod trace;

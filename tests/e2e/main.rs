@@ -1,11 +1,12 @@
 //! End-to-end tests through a real kube-apiserver (see harness/mod.rs).
 
+use rayshare_testkit::harness;
+
 mod admission;
 mod chart;
 mod drain;
 mod drain_instances;
 mod events;
-mod harness;
 mod hostile;
 mod indices;
 mod least_privilege;

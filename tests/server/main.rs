@@ -22,6 +22,14 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rayshare");
+
+/// The kit finds the binary from the test's own path; it must be the one cargo built.
+#[test]
+fn the_kit_runs_the_binary_cargo_built_for_this_test() {
+    let bin = std::path::Path::new(BIN).canonicalize().unwrap();
+    let kit = rayshare_testkit::harness::rayshare_bin().canonicalize().unwrap();
+    assert_eq!(kit, bin);
+}
 /// Nothing listens on port 1: API calls fail fast with "connection refused".
 const REFUSING_API_SERVER: &str = "https://127.0.0.1:1";
 
@@ -86,9 +94,7 @@ current-context: test
 }
 
 /// A port that was free a moment ago.
-#[path = "../support/ports.rs"]
-mod ports;
-use ports::free_port;
+use rayshare_testkit::ports::free_port;
 
 /// Lays out `dir` the way kubelet writes a Secret volume and rotates it: the pair goes to
 /// a fresh `..<generation>` directory, a `..data_tmp` symlink to it is renamed over

@@ -93,7 +93,7 @@ impl Rayshare {
             .unwrap()
             .as_ref()
             .map(|b| b.path.clone())
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_rayshare").into());
+            .unwrap_or_else(super::rayshare_bin);
         let child = supervised(bin)
             .arg("serve")
             .args(["--listen", &format!("127.0.0.1:{port}")])
@@ -131,7 +131,6 @@ impl Rayshare {
     }
 
     /// CPU time this rayshare process has used so far (its supervisor's only child).
-    #[allow(dead_code)] // for the benchmarks
     pub fn cpu(&self) -> Duration {
         let supervisor = self.child.id();
         std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
@@ -143,7 +142,6 @@ impl Rayshare {
 
     /// The pid of the rayshare process itself (its supervisor's only child); `None` once
     /// it has exited (the supervisor reaps it and exits too).
-    #[allow(dead_code)] // for tests/e2e/hostile/mod.rs
     pub fn pid(&self) -> Option<u32> {
         let supervisor = self.child.id();
         std::fs::read_to_string(format!("/proc/{supervisor}/task/{supervisor}/children"))
@@ -159,7 +157,6 @@ impl Rayshare {
     /// Waits until the log holds `line`: rayshare logs a call after it returns, and its
     /// log is written by a background thread, so a test that saw the call's effect
     /// through the API may be there first.
-    #[allow(dead_code)] // not every test binary reads logs
     pub async fn wait_for_log(&self, line: &str) {
         wait_for(&format!("{line:?} in the log"), || async {
             self.log_text().contains(line).then_some(())
@@ -201,7 +198,6 @@ impl Rayshare {
 
     /// Waits until `n` more passes of the reconciler `kind` have ended than had now (so
     /// with `n = 1`, the pass that may be under way).
-    #[allow(dead_code)] // not every test binary waits for passes
     pub async fn wait_passes(&self, kind: &str, n: u64) {
         let passes = self.reconcile_passes(kind).await;
         wait_for(&format!("{n} more {kind} passes"), || async {

@@ -18,10 +18,8 @@ pub struct ControlPlane {
     _child: Child,
     /// The rayshare-controlplane binary (it also runs kube-scheduler and
     /// kube-controller-manager, see tests/controlplane/components.go).
-    #[allow(dead_code)] // for tests/kuberay and the demo
     pub bin: PathBuf,
     /// Its data directory: `pki/`, kubeconfigs, logs.
-    #[allow(dead_code)] // for tests/kuberay and the demo
     pub dir: PathBuf,
     pub admin_kubeconfig: PathBuf,
     pub rayshare_kubeconfig: PathBuf,
@@ -67,7 +65,6 @@ pub fn webhook_client_ca() -> PathBuf {
 impl ControlPlane {
     /// CPU time the control plane process (API server, etcd, scheduler and
     /// controller-manager) has used so far.
-    #[allow(dead_code)] // for the benchmarks
     pub fn cpu(&self) -> Duration {
         process_cpu(self._child.id()).unwrap_or_default()
     }

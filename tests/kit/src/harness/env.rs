@@ -159,11 +159,8 @@ impl TestEnv {
 
     /// Calls to this test's webhooks that failed and that the API server let through
     /// (`apiserver_admission_webhook_fail_open_count`, by each webhook's exact name).
-    #[allow(dead_code)] // for tests/volcano
     pub async fn api_server_fail_opens(&self) -> f64 {
-        let request = axum::http::Request::get("/metrics")
-            .body(Vec::new())
-            .unwrap();
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
         let metrics = self.admin.request_text(request).await.unwrap();
         let configuration = self.webhook_configuration();
         let webhooks = configuration["webhooks"].as_array().unwrap();

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -99,23 +98,7 @@ pub async fn install_crds(client: &Client, crd_dir: &Path) {
     }
 }
 
-pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) {
-    let labels: serde_json::Map<String, Value> = labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
-            .expect("namespace");
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => panic!("creating namespace {name}: {e}"),
-    }
-}
+pub use crate::harness::create_namespace;
 
 /// Creates `object` in `namespace` (or dry-runs it) and returns what the API server
 /// stored (or would store): defaulted, with managedFields.
@@ -173,7 +156,7 @@ pub async fn get(client: &Client, namespace: &str, sample: &Value, name: &str) -
 /// kube-apiserver's request counters (`apiserver_request_total`), summed by
 /// "VERB resource", WATCH excluded.
 pub async fn api_requests(client: &Client) -> BTreeMap<String, f64> {
-    let request = axum::http::Request::get("/metrics")
+    let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("request");
     let text = match client.request_text(request).await {

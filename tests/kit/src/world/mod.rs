@@ -120,7 +120,7 @@ const KWOK_STAGES: &[&str] = &[
 
 /// The project's own stages (a cold start of `rayshare.test/start-delay`, a Job's pod
 /// kept running by `rayshare.test/keep-running`); see the file.
-pub const OWN_STAGES: &str = "tests/kuberay/world/stages.yaml";
+pub const OWN_STAGES: &str = "tests/kit/src/world/stages.yaml";
 
 /// kube-scheduler's config: no leader election; besides the default profile, unless the
 /// real Volcano scheduler runs (tests/volcano), a profile named `volcano`, so pods that

@@ -4,7 +4,7 @@
 //!
 //! One control plane per test binary; each test gets its own namespaces, its own rayshare
 //! process(es) and its own webhook registration (selecting only its namespaces), so tests
-//! run in parallel without seeing each other. tests/kuberay/world/ adds the scheduler,
+//! run in parallel without seeing each other. tests/kit/src/world/ adds the scheduler,
 //! controller-manager, kwok and KubeRay for the tests that need them.
 
 mod api;
@@ -17,7 +17,6 @@ pub use api::*;
 pub use control_plane::*;
 pub use env::*;
 pub use instance::*;
-#[allow(unused_imports)] // not every test binary watches
 pub use seen::*;
 
 use std::path::{Path, PathBuf};
@@ -34,8 +33,21 @@ pub const TEST_LABEL: &str = "rayshare.io/e2e-test";
 pub const SHARD_LABEL: &str = "rayshare.io/e2e-shard";
 pub const RAYSHARE_NAMESPACE: &str = "rayshare-system";
 
+/// The repository's root (this kit lives in tests/kit).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The `rayshare` binary cargo built for the running test or benchmark: cargo puts a
+/// test's executable in `<profile>/deps/` and the package's binaries in `<profile>/`.
+/// (`CARGO_BIN_EXE_rayshare` is set only while compiling the package's own tests.)
+pub fn rayshare_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("the running test's path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test runs from <target>/<profile>/deps");
+    profile.join(format!("rayshare{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// Runs one of the project's build scripts; it prints a path on stdout.
@@ -54,9 +66,7 @@ pub fn run_script_with(script: &Path, args: &[&str]) -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-#[path = "../../support/ports.rs"]
-mod ports;
-pub use ports::free_port;
+pub use crate::ports::free_port;
 
 /// The last 60 lines of a log.
 /// The last lines of a log (60, or RAYSHARE_TEST_LOG_LINES when a failure needs more).
@@ -138,7 +148,6 @@ pub fn process_cpu(pid: u32) -> Option<Duration> {
 
 /// The sum of the Prometheus samples of `series` (its name and the `{`) whose line holds
 /// every one of `with` (labels, as written: `kind="Pod"`).
-#[allow(dead_code)] // for tests/volcano
 pub fn metric_sum(metrics: &str, series: &str, with: &[&str]) -> f64 {
     metrics
         .lines()

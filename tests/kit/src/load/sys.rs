@@ -164,7 +164,6 @@ pub fn system_cpu_ns() -> u64 {
 
 /// CPU time used so far by every process, summed by command name (`comm`), in
 /// nanoseconds: where a burst's CPU went (API server, etcd, webhooks, the client).
-#[allow(dead_code)] // the bursts bench's; the load bench reads its servers by pid
 pub fn cpu_ns_by_command() -> std::collections::BTreeMap<String, u64> {
     let mut by = std::collections::BTreeMap::new();
     for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
