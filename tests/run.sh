@@ -15,53 +15,64 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Each step's time goes to a table printed at the end, passed or not, so a slow or cold
+# run says where its minutes went.
+times=()
+current=""
 start=$SECONDS
+step() { # step "what" command...
+  current=$1
+  shift
+  printf '\n==> %s\n' "$current" >&2
+  local t=$SECONDS
+  "$@"
+  times+=("$(printf '%6ds  %s' $((SECONDS - t)) "$current")")
+  current=""
+}
+quiet() { "$@" >/dev/null; }
+summary() {
+  local rc=$?
+  printf '\n==> step times\n' >&2
+  printf '%s\n' "${times[@]}" >&2
+  if [[ -n $current ]]; then echo "failed in: $current" >&2; fi
+  printf '%6ds  in all\n' $((SECONDS - start)) >&2
+  return "$rc"
+}
+trap summary EXIT
 
 # A full disk shows up as a linker or rustc I/O error deep in a build; say it up front.
 free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
 echo "free disk here: $((free_kb / 1024 / 1024)) GiB" >&2
 
-step "building the local control plane (kube-apiserver + etcd; cached after the first build)"
-t=$SECONDS; bash tests/controlplane/build.sh >/dev/null; echo "control plane ready in $((SECONDS - t))s" >&2
-step "building helm (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-helm.sh >/dev/null; echo "helm ready in $((SECONDS - t))s" >&2
-step "building the KubeRay operator (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-kuberay.sh >/dev/null; echo "KubeRay ready in $((SECONDS - t))s" >&2
-step "building the KubeRay operator v1.5.1 for the version matrix (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-kuberay.sh v1.5 >/dev/null; echo "KubeRay v1.5.1 ready in $((SECONDS - t))s" >&2
-step "building the KubeRay operator v1.4.2 for the version matrix (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-kuberay.sh v1.4 >/dev/null; echo "KubeRay v1.4.2 ready in $((SECONDS - t))s" >&2
-step "building Volcano's scheduler, controller-manager and webhook-manager (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-volcano.sh >/dev/null; echo "Volcano ready in $((SECONDS - t))s" >&2
-step "building Kueue's controller manager (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-kueue.sh >/dev/null; echo "Kueue ready in $((SECONDS - t))s" >&2
-step "building kwok (cached after the first build)"
-t=$SECONDS; bash tests/tools/build-kwok.sh >/dev/null; echo "kwok ready in $((SECONDS - t))s" >&2
-step "building promtool (checks the chart's alerts; cached after the first build)"
-t=$SECONDS; bash tests/tools/build-promtool.sh >/dev/null; echo "promtool ready in $((SECONDS - t))s" >&2
-step "installing Ray from PyPI for the real Ray head (cached after the first install)"
-t=$SECONDS; bash tests/tools/install-ray.sh >/dev/null; echo "Ray ready in $((SECONDS - t))s" >&2
-step "CRDs of KubeRay, Volcano and Kueue from their Go modules (cached)"
-t=$SECONDS; for v in "" v1.5 v1.4; do RAYSHARE_KUBERAY=$v bash tests/tools/crds.sh >/dev/null; done
-bash tests/tools/kueue-crds.sh >/dev/null
-echo "CRDs ready in $((SECONDS - t))s" >&2
+step "build the local control plane (kube-apiserver + etcd, cached)" quiet bash tests/controlplane/build.sh
+step "build helm (cached)" quiet bash tests/tools/build-helm.sh
+step "build the KubeRay operator v1.6.1 (cached)" quiet bash tests/tools/build-kuberay.sh
+step "build the KubeRay operator v1.5.1 for the version matrix (cached)" quiet bash tests/tools/build-kuberay.sh v1.5
+step "build the KubeRay operator v1.4.2 for the version matrix (cached)" quiet bash tests/tools/build-kuberay.sh v1.4
+step "build Volcano's scheduler, controller-manager and webhook-manager (cached)" quiet bash tests/tools/build-volcano.sh
+step "build Kueue's controller manager (cached)" quiet bash tests/tools/build-kueue.sh
+step "build kwok (cached)" quiet bash tests/tools/build-kwok.sh
+step "build promtool (checks the chart's alerts; cached)" quiet bash tests/tools/build-promtool.sh
+step "install Ray from PyPI for the real Ray head (cached)" quiet bash tests/tools/install-ray.sh
+crds() {
+  for v in "" v1.5 v1.4; do RAYSHARE_KUBERAY=$v bash tests/tools/crds.sh >/dev/null; done
+  bash tests/tools/kueue-crds.sh >/dev/null
+}
+step "CRDs of KubeRay, Volcano and Kueue from their Go modules (cached)" crds
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
-step "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
-step "Helm chart: lint, render every certificate mode, deploy/ up to date, one version, packaged"
-bash tests/tools/check-chart.sh
-step "GitHub workflows: actionlint (built from its Go module, cached)"
-bash tests/tools/actionlint.sh
-step "the image, built without a daemon (static binary, OCI layout) and run in a chroot"
-bash tests/tools/build-image.sh >/dev/null
-step "cargo test (unit, server, end-to-end, through KubeRay, demo)"
-cargo test --all-targets --locked -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
+step "cargo fmt --check" cargo fmt --all -- --check
+step "cargo clippy" cargo clippy --all-targets --locked -- -D warnings
+step "Helm chart: lint, render every certificate mode, deploy/ up to date, one version, packaged" \
+  bash tests/tools/check-chart.sh
+step "GitHub workflows: actionlint (built from its Go module, cached)" bash tests/tools/actionlint.sh
+step "the image, built without a daemon (static binary, OCI layout) and run in a chroot" \
+  quiet bash tests/tools/build-image.sh
+threads="${RAYSHARE_TEST_THREADS:-4}"
+step "cargo test (unit, server, end-to-end, through KubeRay, demo)" \
+  cargo test --all-targets --locked -- --test-threads="$threads"
 for v in v1.5 v1.4; do
-  step "the KubeRay suite again, against KubeRay $v (its own CRDs)"
-  RAYSHARE_KUBERAY=$v cargo test --locked --test kuberay -- --test-threads="${RAYSHARE_TEST_THREADS:-4}"
+  step "the KubeRay suite again, against KubeRay $v (its own CRDs)" \
+    env RAYSHARE_KUBERAY=$v cargo test --locked --test kuberay -- --test-threads="$threads"
 done
 
-echo "all tests passed in $((SECONDS - start))s" >&2
+echo "all tests passed" >&2
