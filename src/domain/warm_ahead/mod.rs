@@ -42,6 +42,37 @@ pub struct Limits {
     pub jobs_per_member: u32,
 }
 
+impl Limits {
+    /// From the config: `warmAhead`, the idle TTL and `maxJobsPerCluster`.
+    pub fn from_config(cfg: &crate::config::Config) -> Self {
+        let w = &cfg.warm_ahead;
+        Self {
+            enabled: w.enabled,
+            idle_ttl: Duration::from_secs(cfg.reclaim.idle_ttl_seconds),
+            min_warm: w.min_warm,
+            max_per_config: w.max_per_config,
+            max_per_namespace: w.max_per_namespace,
+            jobs_per_member: cfg.shared_clusters.max_jobs_per_cluster,
+        }
+    }
+}
+
+impl Memory {
+    pub fn from_config(w: &crate::config::WarmAhead) -> Self {
+        Self {
+            half_life: Duration::from_secs(w.half_life_seconds),
+            burst_window: Duration::from_secs(w.burst_window_seconds),
+            period: Duration::from_secs(w.period_seconds),
+        }
+    }
+}
+
+/// Whether a config is opted in: its namespace is listed, or a job of it carries the
+/// opt-in annotation with "true" (`annotation`: that value, if any).
+pub fn opted_in(w: &crate::config::WarmAhead, namespace: &str, annotation: Option<&str>) -> bool {
+    w.enabled && (w.namespaces.iter().any(|n| n == namespace) || annotation == Some("true"))
+}
+
 /// A pool member as the caches see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {

@@ -296,3 +296,37 @@ fn the_tracker_is_bounded_and_a_crowded_namespace_evicts_its_own() {
     tracker.arrived(&key("loud", "f"), T0 + HOUR);
     assert_eq!(tracker.len(), 4);
 }
+
+#[rstest]
+#[case::off(false, &[], Some("true"), false)]
+#[case::listed_namespace(true, &["team"], None, true)]
+#[case::other_namespace(true, &["other"], None, false)]
+#[case::annotated(true, &[], Some("true"), true)]
+#[case::annotated_otherwise(true, &[], Some("yes"), false)]
+fn opting_in(
+    #[case] enabled: bool,
+    #[case] namespaces: &[&str],
+    #[case] annotation: Option<&str>,
+    #[case] want: bool,
+) {
+    let w = crate::config::WarmAhead {
+        enabled,
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    };
+    assert_eq!(opted_in(&w, "team", annotation), want);
+}
+
+#[test]
+fn the_config_gives_the_limits_and_the_memory() {
+    let mut cfg = crate::config::Config::default();
+    cfg.shared_clusters.max_jobs_per_cluster = 4;
+    let l = Limits::from_config(&cfg);
+    assert!(!l.enabled);
+    assert_eq!(
+        (l.idle_ttl.as_secs(), l.jobs_per_member, l.max_per_namespace),
+        (1800, 4, 4)
+    );
+    let m = Memory::from_config(&cfg.warm_ahead);
+    assert_eq!(m, memory());
+}
