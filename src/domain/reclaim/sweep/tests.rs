@@ -105,6 +105,43 @@ fn a_marked_cluster_is_deleted_only_after_the_quiet_period(
     assert_eq!(act == delete, deleted, "{act:?}");
 }
 
+/// A cluster idle by its RayJobs, marked 60 s ago, whose head answered `age` s ago.
+fn heard(jobs: usize, drivers: usize, age: i64) -> Look {
+    let mark = [(labels::RECLAIM_MARKED, ago(60).to_string())];
+    let said = crate::domain::reclaim::head::Said {
+        at: ago(age),
+        jobs,
+        drivers,
+        truncated: false,
+    };
+    let head = crate::domain::reclaim::head::Head::Said(said);
+    judge_heard(&cluster(3600, &mark), busy(0), &head, &cfg(), now()).expect("judged")
+}
+
+#[test]
+fn work_the_head_lists_after_the_mark_keeps_the_cluster() {
+    // A Ray Client session (a driver, no RayJob): the mark comes off, with why.
+    let look = heard(0, 1, 5);
+    let Act::Patch(patch) = &look.act else {
+        panic!("expected an unmark, got {:?}", look.act)
+    };
+    assert_eq!(
+        patch["metadata"]["annotations"][labels::RECLAIM_MARKED],
+        Value::Null
+    );
+    assert!(
+        look.reason().ends_with("1 driver(s) no RayJob stands for"),
+        "{}",
+        look.reason()
+    );
+    // Nothing running, read after the mark: deleted as without the head.
+    assert!(matches!(heard(0, 0, 5).act, Act::Delete { .. }));
+    // Read before the mark: not proof enough yet (kept, its labels brought up to date).
+    let waiting = heard(0, 0, 90);
+    assert!(matches!(waiting.act, Act::Labels(_)), "{:?}", waiting.act);
+    assert!(waiting.reason().contains("waiting for its head's job list"));
+}
+
 #[test]
 fn a_marked_cluster_in_use_again_is_unmarked() {
     let mark = [(labels::RECLAIM_MARKED, ago(10).to_string())];
