@@ -11,6 +11,7 @@ pub mod kueue;
 pub mod provision;
 pub mod provision_step;
 pub mod runtime_env;
+pub mod wake;
 
 use serde_json::{Map, Value, json};
 
