@@ -194,7 +194,9 @@ pub fn want(outlook: &Outlook, limits: &Limits) -> Option<(u32, Reason)> {
         (None, Some(t)) => (Cause::TimeOfDay, t),
         (None, None) => return None,
     };
-    let burst = outlook.burst.ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+    // A burst a period ago at this time of day is expected again with it.
+    let then = outlook.by_time_of_day.map_or(0, |_| outlook.burst_then);
+    let burst = (outlook.burst.ceil().clamp(1.0, f64::from(u32::MAX)) as u32).max(then);
     let members = match limits.jobs_per_member {
         0 => 1,
         per => burst.div_ceil(per),
@@ -288,6 +290,8 @@ fn walk(pool: &Pool, want: Option<(u32, Reason)>, per_member: u32, budget: u32) 
     plan
 }
 
+#[cfg(test)]
+mod day;
 #[cfg(test)]
 mod props;
 #[cfg(test)]

@@ -35,13 +35,17 @@ fn outlook() -> impl Strategy<Value = Outlook> {
         proptest::option::of(0u64..7200),
         proptest::option::of(0u64..1800),
         1.0f64..40.0,
+        0u32..40,
     )
-        .prop_map(|(per_hour, by_rate, by_time_of_day, burst)| Outlook {
-            per_hour,
-            by_rate: by_rate.map(Duration::from_secs),
-            by_time_of_day: by_time_of_day.map(Duration::from_secs),
-            burst,
-        })
+        .prop_map(
+            |(per_hour, by_rate, by_time_of_day, burst, burst_then)| Outlook {
+                per_hour,
+                by_rate: by_rate.map(Duration::from_secs),
+                by_time_of_day: by_time_of_day.map(Duration::from_secs),
+                burst_then,
+                burst,
+            },
+        )
 }
 
 fn pools() -> impl Strategy<Value = Vec<Pool>> {
@@ -107,6 +111,7 @@ proptest! {
         let busier = Outlook {
             by_rate: o.by_rate.map(|d| d.saturating_sub(Duration::from_secs(sooner))),
             burst: o.burst + more,
+            burst_then: o.burst_then + more as u32,
             ..o
         };
         let n = |o: &Outlook| want(o, &l).map_or(0, |(n, _)| n);

@@ -51,12 +51,15 @@ pub struct Rate {
     season: Season,
 }
 
-/// Which slots saw an arrival: in period `index` (`current`) and the one before.
+/// Which slots saw an arrival in period `index` (`current`) and the one before, and the
+/// largest burst of each.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Season {
     index: i64,
     current: u128,
     previous: u128,
+    current_burst: u32,
+    previous_burst: u32,
 }
 
 /// What a config's arrivals say at a moment.
@@ -69,6 +72,8 @@ pub struct Outlook {
     /// Time until a slot of the previous period, from now up to the horizon asked for,
     /// that saw an arrival then (`None`: none, or no time-of-day memory).
     pub by_time_of_day: Option<Duration>,
+    /// The largest burst of the period that slot belongs to (0 without one).
+    pub burst_then: u32,
     /// Tasks of the largest recent burst (decayed; at least 1 once anything arrived).
     pub burst: f64,
 }
@@ -88,7 +93,7 @@ impl Rate {
             peak: 1.0,
             season: Season::default(),
         };
-        rate.season.record(at_ms, memory.period);
+        rate.season.record(at_ms, memory.period, 1);
         rate
     }
 
@@ -99,7 +104,13 @@ impl Rate {
 
     /// Folds in one arrival (a RayJob's creation) at `at_ms`; late ones count too.
     pub fn record(&mut self, at_ms: i64, memory: &Memory) {
-        self.season.record(at_ms, memory.period);
+        let episode = self.fold(at_ms, memory);
+        self.season.record(at_ms, memory.period, episode);
+    }
+
+    /// [`Self::record`] but the time-of-day memory; the size of the episode the arrival
+    /// joined.
+    fn fold(&mut self, at_ms: i64, memory: &Memory) -> u32 {
         let window = memory.burst_window.as_millis() as i64;
         if at_ms < self.last {
             // Seen late (a watch relist): part of the latest episode if close to it,
@@ -107,10 +118,10 @@ impl Rate {
             if self.last - at_ms <= window {
                 self.episode = self.episode.saturating_add(1);
                 self.peak = self.peak.max(f64::from(self.episode));
-            } else {
-                self.weight += decay(self.last - at_ms, memory.half_life);
+                return self.episode;
             }
-            return;
+            self.weight += decay(self.last - at_ms, memory.half_life);
+            return 1;
         }
         let d = decay(at_ms - self.last, memory.half_life);
         self.peak *= d;
@@ -124,6 +135,7 @@ impl Rate {
         }
         self.peak = self.peak.max(f64::from(self.episode));
         self.last = at_ms;
+        self.episode
     }
 
     /// What the arrivals say at `now_ms`, looking `horizon` ahead in the time-of-day memory.
@@ -131,13 +143,15 @@ impl Rate {
         let d = decay(now_ms - self.last, memory.half_life);
         let lambda = std::f64::consts::LN_2 / memory.half_life.as_secs_f64().max(0.001);
         let per_second = lambda * self.weight * d;
+        let then = self.season.next_within(now_ms, horizon, memory.period);
         let by_rate = (per_second > 0.0)
             .then(|| Duration::try_from_secs_f64(1.0 / per_second).ok())
             .flatten();
         Outlook {
             per_hour: per_second * 3600.0,
             by_rate,
-            by_time_of_day: self.season.next_within(now_ms, horizon, memory.period),
+            by_time_of_day: then.map(|(d, _)| d),
+            burst_then: then.map_or(0, |(_, b)| b),
             burst: (self.peak * d).max(1.0),
         }
     }
@@ -151,7 +165,7 @@ impl Season {
         (index, slot.min(SLOTS - 1))
     }
 
-    fn record(&mut self, at_ms: i64, period: Duration) {
+    fn record(&mut self, at_ms: i64, period: Duration, episode: u32) {
         let period_ms = period.as_millis() as i64;
         if period_ms == 0 {
             return;
@@ -162,16 +176,20 @@ impl Season {
             self.index = index;
         }
         match index - self.index {
-            0 => self.current |= bit,
-            -1 => self.previous |= bit,
-            1 => {
-                self.previous = self.current;
-                self.current = bit;
-                self.index = index;
+            0 => {
+                self.current |= bit;
+                self.current_burst = self.current_burst.max(episode);
             }
-            d if d > 1 => {
-                self.previous = 0;
-                self.current = bit;
+            -1 => {
+                self.previous |= bit;
+                self.previous_burst = self.previous_burst.max(episode);
+            }
+            d if d > 0 => {
+                (self.previous, self.previous_burst) = match d {
+                    1 => (self.current, self.current_burst),
+                    _ => (0, 0),
+                };
+                (self.current, self.current_burst) = (bit, episode);
                 self.index = index;
             }
             // Older than the previous period: nothing to remember it by.
@@ -180,8 +198,14 @@ impl Season {
     }
 
     /// The time from `now_ms` to the start of the first slot in `[now, now + horizon]`
-    /// that saw an arrival a period earlier (zero when now's own slot did).
-    fn next_within(&self, now_ms: i64, horizon: Duration, period: Duration) -> Option<Duration> {
+    /// that saw an arrival a period earlier (zero when now's own slot did), and the largest
+    /// burst of that period.
+    fn next_within(
+        &self,
+        now_ms: i64,
+        horizon: Duration,
+        period: Duration,
+    ) -> Option<(Duration, u32)> {
         let period_ms = period.as_millis() as i64;
         if period_ms == 0 || self.current == 0 && self.previous == 0 {
             return None;
@@ -191,16 +215,16 @@ impl Season {
         // A period before now's slots: the period before now's; a period before the
         // slots past the period's end (tomorrow's): now's own.
         let mask_of = |i: i64| match i - self.index {
-            0 => self.current,
-            -1 => self.previous,
-            _ => 0,
+            0 => (self.current, self.current_burst),
+            -1 => (self.previous, self.previous_burst),
+            _ => (0, 0),
         };
         let (before, before_next) = (mask_of(index - 1), mask_of(index));
         let into = now_ms.rem_euclid(period_ms);
         let horizon_ms = horizon.as_millis().min(period.as_millis()) as i64;
         let last = (into + horizon_ms) / slot_ms;
         (i64::from(slot)..=last).find_map(|s| {
-            let (mask, bit) = if s < i64::from(SLOTS) {
+            let ((mask, burst), bit) = if s < i64::from(SLOTS) {
                 (before, s)
             } else {
                 (before_next, s - i64::from(SLOTS))
@@ -208,7 +232,8 @@ impl Season {
             if bit >= i64::from(SLOTS) || mask & (1u128 << bit) == 0 {
                 return None;
             }
-            Some(Duration::from_millis((s * slot_ms - into).max(0) as u64))
+            let wait = Duration::from_millis((s * slot_ms - into).max(0) as u64);
+            Some((wait, burst))
         })
     }
 }

@@ -7,11 +7,11 @@ use rstest::rstest;
 
 use super::*;
 
-const MIN: i64 = 60_000;
-const HOUR: i64 = 60 * MIN;
-const DAY: i64 = 24 * HOUR;
+pub(super) const MIN: i64 = 60_000;
+pub(super) const HOUR: i64 = 60 * MIN;
+pub(super) const DAY: i64 = 24 * HOUR;
 /// A Monday, 00:00 UTC (ms since the epoch).
-const T0: i64 = 1_795_996_800_000;
+pub(super) const T0: i64 = 1_795_996_800_000;
 
 pub(super) fn memory() -> Memory {
     Memory {
@@ -47,12 +47,12 @@ fn outlook(times: &[i64], now: i64) -> Outlook {
 }
 
 /// Arrivals every `every` ms from `from`, `n` of them.
-fn periodic(from: i64, every: i64, n: i64) -> Vec<i64> {
+pub(super) fn periodic(from: i64, every: i64, n: i64) -> Vec<i64> {
     (0..n).map(|k| from + k * every).collect()
 }
 
 /// A fan-out of `n` tasks, one a second from `at`.
-fn fan_out(at: i64, n: i64) -> Vec<i64> {
+pub(super) fn fan_out(at: i64, n: i64) -> Vec<i64> {
     (0..n).map(|k| at + k * 1000).collect()
 }
 
@@ -150,7 +150,7 @@ fn the_time_of_day_window_runs_over_midnight() {
     assert_eq!(o.by_time_of_day, Some(Duration::from_secs(10 * 60)));
 }
 
-fn member(index: u32, state: State) -> Member {
+pub(super) fn member(index: u32, state: State) -> Member {
     let name = if index == 0 {
         "ray-a".to_string()
     } else {
@@ -164,6 +164,7 @@ fn soon(per_hour: f64, burst: f64) -> Outlook {
         per_hour,
         by_rate: Some(Duration::from_secs_f64(3600.0 / per_hour)),
         by_time_of_day: None,
+        burst_then: 0,
         burst,
     }
 }
