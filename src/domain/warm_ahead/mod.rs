@@ -58,11 +58,14 @@ impl Limits {
 }
 
 impl Memory {
-    pub fn from_config(w: &crate::config::WarmAhead) -> Self {
+    /// From the config: `warmAhead`, and the idle TTL as the gap that makes a cold start.
+    pub fn from_config(cfg: &crate::config::Config) -> Self {
+        let w = &cfg.warm_ahead;
         Self {
             half_life: Duration::from_secs(w.half_life_seconds),
             burst_window: Duration::from_secs(w.burst_window_seconds),
             period: Duration::from_secs(w.period_seconds),
+            cold_gap: Duration::from_secs(cfg.reclaim.idle_ttl_seconds),
         }
     }
 }
@@ -294,5 +297,7 @@ fn walk(pool: &Pool, want: Option<(u32, Reason)>, per_member: u32, budget: u32) 
 mod day;
 #[cfg(test)]
 mod props;
+#[cfg(test)]
+mod replay;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! One config's arrivals, remembered in a few numbers (pure): an exponentially weighted
 //! rate of *episodes*, the size of recent bursts, and which slots of the previous period
-//! (a day by default) saw an arrival.
+//! (a day by default) saw an episode begin after a gap longer than the idle TTL.
 //!
 //! Why an exponentially weighted rate: it needs two numbers per config whatever the
 //! traffic (a list of arrival times would grow with it), it forgets at a known pace (the
@@ -19,7 +19,10 @@
 //! Why a time-of-day memory as well: a schedule that runs every few hours, or a fan-out
 //! at 09:00 every day, comes back after a gap far longer than any idle TTL, so its rate
 //! never says "soon". The previous period's arrivals, one bit per slot (96 slots: 15
-//! minutes of a day), say when it came yesterday.
+//! minutes of a day), say when it came yesterday. Only those after a gap longer than the
+//! idle TTL (the ones that found no warm cluster) are kept: steady traffic keeps its
+//! cluster warm by itself, and remembering every random arrival would keep an ad hoc
+//! config warm all day for nothing.
 
 use std::time::Duration;
 
@@ -35,6 +38,11 @@ pub struct Memory {
     pub burst_window: Duration,
     /// The period of the time-of-day memory (zero: no such memory).
     pub period: Duration,
+    /// The time-of-day memory keeps only episodes that come after a gap longer than this
+    /// (the idle TTL): those that find no warm cluster. Steady traffic keeps its cluster
+    /// warm by itself, and remembering each random arrival would keep a config warm all
+    /// day for nothing.
+    pub cold_gap: Duration,
 }
 
 /// One config's arrivals in a few numbers (bounded whatever the traffic).
@@ -48,6 +56,8 @@ pub struct Rate {
     episode: u32,
     /// The largest episode, decayed like the weight, as of `last`.
     peak: f64,
+    /// The latest episode came after a gap longer than [`Memory::cold_gap`].
+    cold: bool,
     season: Season,
 }
 
@@ -91,6 +101,7 @@ impl Rate {
             last: at_ms,
             episode: 1,
             peak: 1.0,
+            cold: true,
             season: Season::default(),
         };
         rate.season.record(at_ms, memory.period, 1);
@@ -104,13 +115,15 @@ impl Rate {
 
     /// Folds in one arrival (a RayJob's creation) at `at_ms`; late ones count too.
     pub fn record(&mut self, at_ms: i64, memory: &Memory) {
-        let episode = self.fold(at_ms, memory);
-        self.season.record(at_ms, memory.period, episode);
+        if let Some(episode) = self.fold(at_ms, memory) {
+            self.season.record(at_ms, memory.period, episode);
+        }
     }
 
     /// [`Self::record`] but the time-of-day memory; the size of the episode the arrival
-    /// joined.
-    fn fold(&mut self, at_ms: i64, memory: &Memory) -> u32 {
+    /// joined, when the time-of-day memory keeps it (a late arrival of an episode of its
+    /// own: its gap is unknown, so it is kept).
+    fn fold(&mut self, at_ms: i64, memory: &Memory) -> Option<u32> {
         let window = memory.burst_window.as_millis() as i64;
         if at_ms < self.last {
             // Seen late (a watch relist): part of the latest episode if close to it,
@@ -118,10 +131,10 @@ impl Rate {
             if self.last - at_ms <= window {
                 self.episode = self.episode.saturating_add(1);
                 self.peak = self.peak.max(f64::from(self.episode));
-                return self.episode;
+                return self.cold.then_some(self.episode);
             }
             self.weight += decay(self.last - at_ms, memory.half_life);
-            return 1;
+            return Some(1);
         }
         let d = decay(at_ms - self.last, memory.half_life);
         self.peak *= d;
@@ -132,10 +145,11 @@ impl Rate {
         } else {
             self.weight = self.weight * d + 1.0;
             self.episode = 1;
+            self.cold = at_ms - self.last > memory.cold_gap.as_millis() as i64;
         }
         self.peak = self.peak.max(f64::from(self.episode));
         self.last = at_ms;
-        self.episode
+        self.cold.then_some(self.episode)
     }
 
     /// What the arrivals say at `now_ms`, looking `horizon` ahead in the time-of-day memory.

@@ -18,6 +18,7 @@ pub(super) fn memory() -> Memory {
         half_life: Duration::from_secs(3600),
         burst_window: Duration::from_secs(10),
         period: Duration::from_secs(86_400),
+        cold_gap: Duration::from_secs(1800),
     }
 }
 
@@ -135,6 +136,19 @@ fn a_daily_fan_out_is_expected_at_its_time_of_day(
     if let Some((_, reason)) = w {
         assert_eq!(reason.label(), "time-of-day");
     }
+}
+
+#[rstest]
+// Every 10 minutes from 10:00 to 12:00: only the first came after a gap longer than the
+// TTL (it found no warm cluster); the others kept their cluster warm by themselves.
+#[case::the_first(DAY + 9 * HOUR + 40 * MIN, Some(20 * 60))]
+#[case::not_the_steady_rest(DAY + 11 * HOUR, None)]
+fn only_arrivals_after_a_long_gap_are_remembered_by_time_of_day(
+    #[case] now: i64,
+    #[case] next_in_s: Option<u64>,
+) {
+    let o = outlook(&periodic(T0 + 10 * HOUR, 10 * MIN, 13), T0 + now);
+    assert_eq!(o.by_time_of_day.map(|d| d.as_secs()), next_in_s, "{o:?}");
 }
 
 #[test]
@@ -328,6 +342,6 @@ fn the_config_gives_the_limits_and_the_memory() {
         (l.idle_ttl.as_secs(), l.jobs_per_member, l.max_per_namespace),
         (1800, 4, 4)
     );
-    let m = Memory::from_config(&cfg.warm_ahead);
+    let m = Memory::from_config(&cfg);
     assert_eq!(m, memory());
 }
