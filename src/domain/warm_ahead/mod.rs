@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::domain::events::human;
 
+pub mod inputs;
 pub mod rate;
 pub mod tracker;
 
@@ -100,6 +101,7 @@ pub struct Member {
 /// One config's pool in a namespace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
+    /// The config (the second half of its [`ConfigKey`]: the pool's base name).
     pub digest: String,
     /// Opted in (its namespace, or its jobs' annotation).
     pub opted_in: bool,

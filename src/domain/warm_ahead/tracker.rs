@@ -8,7 +8,8 @@ use std::collections::HashMap;
 
 use super::rate::{Memory, Rate};
 
-/// A config: (namespace, config digest).
+/// A config: (namespace, its pool's base name, which is the config's hash; see
+/// [`super::inputs::arrival`]).
 pub type ConfigKey = (String, String);
 
 #[derive(Debug, Clone)]
