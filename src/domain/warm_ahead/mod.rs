@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use crate::domain::events::human;
 
+pub mod ahead;
 pub mod inputs;
 pub mod rate;
 pub mod tracker;
