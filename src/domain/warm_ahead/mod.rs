@@ -20,6 +20,7 @@ use std::cmp::Ordering;
 use std::time::Duration;
 
 use crate::domain::events::human;
+use crate::domain::shared_cluster::MAX_POOL;
 
 pub mod ahead;
 pub mod inputs;
@@ -268,6 +269,8 @@ fn walk(pool: &Pool, want: Option<(u32, Reason)>, per_member: u32, budget: u32) 
     while let Some(reason) = reason.filter(|_| ready < target) {
         let spend = (plan.warm() as u32) < budget;
         match at(i).map(|m| (m, m.state)) {
+            // Past the pool's last place admission never goes either.
+            None if i >= MAX_POOL => break,
             None if spend => {
                 plan.create.push(i);
                 ready += 1;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use rstest::rstest;
 
 use super::*;
+use crate::domain::shared_cluster::MAX_POOL;
 
 pub(super) const MIN: i64 = 60_000;
 pub(super) const HOUR: i64 = 60 * MIN;
@@ -244,6 +245,17 @@ fn pools_walked_in_admission_order(
                 .starts_with("kept warm: about 6.0 tasks an hour")
         );
     }
+}
+
+#[test]
+fn nothing_is_made_past_the_pools_last_place() {
+    let full: Vec<Member> = (0..MAX_POOL).map(|i| member(i, Busy { jobs: 4 })).collect();
+    let l = Limits {
+        jobs_per_member: 4,
+        ..limits()
+    };
+    let plans = plan(&[pool("a", Some(soon(6.0, 1.0)), full)], &l);
+    assert_eq!(plans[0].warm(), 0);
 }
 
 #[rstest]
