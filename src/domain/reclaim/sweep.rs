@@ -90,18 +90,37 @@ impl Look {
     }
 }
 
+/// What a pass may know of a cluster beyond its RayJobs (nothing, by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beyond {
+    /// What its head last said about its work: never deleted while it lists work after
+    /// the mark, held at most [`head::SILENCE`] by a silent head.
+    pub head: Head,
+    /// Kept warm ahead of demand, and why (`domain::warm_ahead`): never marked, and a
+    /// mark it carries comes off (admission sends no job to a marked cluster).
+    pub kept_warm: Option<String>,
+}
+
+impl Default for Beyond {
+    fn default() -> Self {
+        Self {
+            head: Head::NotAsked,
+            kept_warm: None,
+        }
+    }
+}
+
 /// Judges one shared cluster from its metadata and its jobs' usage. `None`: not this
 /// pass's (a namespace left out by `reclaim.namespaces`, or no name).
 pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> Option<Look> {
-    judge_heard(meta, usage, &Head::NotAsked, cfg, now)
+    judge_with(meta, usage, &Beyond::default(), cfg, now)
 }
 
-/// [`judge`], with what the cluster's head last said about its work: never deleted while
-/// it lists work after the mark, held at most [`head::SILENCE`] by a silent head.
-pub fn judge_heard(
+/// [`judge`], with what else the pass knows of the cluster ([`Beyond`]).
+pub fn judge_with(
     meta: &ObjectMeta,
     usage: Usage,
-    head: &Head,
+    beyond: &Beyond,
     cfg: &Reclaim,
     now: Timestamp,
 ) -> Option<Look> {
@@ -137,8 +156,12 @@ pub fn judge_heard(
         Duration::from_secs(cfg.quiet_seconds),
         now,
     );
-    let heard = head::check(step, head, marked, head::SILENCE, now);
-    let (step, note) = (heard.step, heard.note);
+    let heard = head::check(step, &beyond.head, marked, head::SILENCE, now);
+    let (step, note) = match &beyond.kept_warm {
+        Some(why) if marked.is_some() => (Step::Unmark, Some(why.clone())),
+        Some(why) if step == Step::Mark => (Step::Keep, Some(why.clone())),
+        _ => (heard.step, heard.note),
+    };
     let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
     let last_admitted = info.last_admitted.max(info.created);
     let glance = pool::labels(digest, usage.active, last_admitted, &decision, now);

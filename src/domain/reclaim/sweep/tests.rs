@@ -114,8 +114,39 @@ fn heard(jobs: usize, drivers: usize, age: i64) -> Look {
         drivers,
         truncated: false,
     };
-    let head = crate::domain::reclaim::head::Head::Said(said);
-    judge_heard(&cluster(3600, &mark), busy(0), &head, &cfg(), now()).expect("judged")
+    let beyond = Beyond {
+        head: crate::domain::reclaim::head::Head::Said(said),
+        kept_warm: None,
+    };
+    judge_with(&cluster(3600, &mark), busy(0), &beyond, &cfg(), now()).expect("judged")
+}
+
+#[test]
+fn a_cluster_kept_warm_is_not_marked_and_loses_its_mark() {
+    let kept = Beyond {
+        kept_warm: Some("kept warm: about 6.0 tasks an hour".into()),
+        ..Beyond::default()
+    };
+    // Idle past its TTL: kept (its pool labels only), and the log says why.
+    let look = judge_with(&cluster(3600, &[]), busy(0), &kept, &cfg(), now()).expect("judged");
+    assert!(matches!(look.act, Act::Labels(_)), "{:?}", look.act);
+    assert!(
+        look.reason()
+            .ends_with("kept warm: about 6.0 tasks an hour")
+    );
+    // Marked already, and now kept: the mark comes off before the quiet period ends.
+    for marked_for in [10, 60] {
+        let mark = [(labels::RECLAIM_MARKED, ago(marked_for).to_string())];
+        let look =
+            judge_with(&cluster(3600, &mark), busy(0), &kept, &cfg(), now()).expect("judged");
+        let Act::Patch(patch) = &look.act else {
+            panic!("expected an unmark, got {:?}", look.act)
+        };
+        assert_eq!(
+            patch["metadata"]["annotations"][labels::RECLAIM_MARKED],
+            Value::Null
+        );
+    }
 }
 
 #[test]
