@@ -281,3 +281,35 @@ fn jobs_count_as_active_or_by_their_latest_end() {
     );
     assert_eq!(usage.len(), 2);
 }
+
+proptest::proptest! {
+    /// A member kept warm is never deleted nor marked, whatever its age, idle time, mark,
+    /// head and jobs.
+    #[test]
+    fn a_kept_member_is_never_marked_nor_deleted(
+        age in 0i64..10_000,
+        marked_for in proptest::option::of(0i64..1_000),
+        active in 0usize..3,
+        heard in proptest::option::of((0i64..1_000, 0usize..2)),
+    ) {
+        let mark: Vec<(&str, String)> = marked_for
+            .map(|m| (labels::RECLAIM_MARKED, ago(m).to_string()))
+            .into_iter()
+            .collect();
+        let head = heard.map_or(crate::domain::reclaim::head::Head::Unheard, |(at, jobs)| {
+            crate::domain::reclaim::head::Head::Said(crate::domain::reclaim::head::Said {
+                at: ago(at),
+                jobs,
+                drivers: 0,
+                truncated: false,
+            })
+        });
+        let beyond = Beyond { head, kept_warm: Some("kept warm".into()) };
+        let look = judge_with(&cluster(age, &mark), busy(active), &beyond, &cfg(), now()).expect("judged");
+        match look.act {
+            Act::Delete { .. } => proptest::prop_assert!(false, "deleted"),
+            Act::Patch(p) => proptest::prop_assert!(p["metadata"]["annotations"][labels::RECLAIM_MARKED].is_null()),
+            _ => {}
+        }
+    }
+}
