@@ -17,12 +17,13 @@
 //! the mark and the delete (at most one stopper interval) goes with the cluster. RayJobs
 //! cannot hit that window: admission sends none to a marked cluster.
 //!
-//! Ray Client: a client session's driver is a job of the cluster's GCS without a
-//! submission id, so Ray lists it as type `DRIVER`, `RUNNING` until the session ends
-//! (Ray's `get_driver_jobs`), and it holds the cluster like a submission does (counted in
-//! [`JobList::drivers_running`]). A session that is connected but idle counts as work
-//! all the same; one whose client went away stays listed until Ray's client server
-//! notices and ends its driver.
+//! Ray Client: a client session runs its driver on the cluster through `ray.init`, a job
+//! of the cluster's GCS without a submission id, which Ray lists as type `DRIVER`,
+//! `RUNNING` until it ends (Ray's `get_driver_jobs`; not yet measured against a real
+//! client), so it holds the cluster like a submission does (counted in
+//! [`JobList::drivers_running`]). A session that is connected but idle counts as work all
+//! the same. The idle TTL counts RayJobs only: past it, the cluster goes about a quiet
+//! period after the last session ends.
 
 use std::time::Duration;
 
