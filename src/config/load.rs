@@ -156,6 +156,9 @@ impl Config {
         if self.reclaim.quiet_seconds == 0 {
             return invalid("reclaim.quietSeconds", "must be positive");
         }
+        if let Some((field, message)) = self.warm_ahead.problem() {
+            return invalid(field, message);
+        }
         if self
             .shared_clusters
             .run_scoped_env_prefixes
@@ -168,6 +171,39 @@ impl Config {
             );
         }
         Ok(())
+    }
+}
+
+impl WarmAhead {
+    /// What is wrong with the section, if anything: (field, message).
+    fn problem(&self) -> Option<(&'static str, &'static str)> {
+        if self.opt_in_annotation.is_empty() {
+            return Some(("warmAhead.optInAnnotation", "must not be empty"));
+        }
+        if self.max_per_config < self.min_warm {
+            return Some((
+                "warmAhead.maxPerConfig",
+                "must be at least warmAhead.minWarm",
+            ));
+        }
+        if self.half_life_seconds == 0 {
+            return Some(("warmAhead.halfLifeSeconds", "must be positive"));
+        }
+        // A window as long as the half-life would read steady traffic as one endless burst.
+        if self.burst_window_seconds >= self.half_life_seconds {
+            return Some((
+                "warmAhead.burstWindowSeconds",
+                "must be below warmAhead.halfLifeSeconds",
+            ));
+        }
+        // 96 slots of at least a second each.
+        if self.period_seconds != 0 && self.period_seconds < 96 {
+            return Some(("warmAhead.periodSeconds", "must be 0 (none) or at least 96"));
+        }
+        if self.max_configs == 0 {
+            return Some(("warmAhead.maxConfigs", "must be positive"));
+        }
+        None
     }
 }
 

@@ -15,6 +15,17 @@ fn partial_sections_keep_other_defaults() {
     assert!(c.shared_clusters.enabled);
 }
 
+#[test]
+fn warm_ahead_is_off_unless_asked_for() {
+    assert!(!Config::default().warm_ahead.enabled);
+    let c = Config::parse("warmAhead:\n  enabled: true\n  namespaces: [team-a]\n").unwrap();
+    assert!(c.warm_ahead.enabled);
+    assert_eq!(c.warm_ahead.namespaces, vec!["team-a"]);
+    assert_eq!(c.warm_ahead.period_seconds, 86400);
+    let none = Config::parse("warmAhead:\n  periodSeconds: 0\n").unwrap();
+    assert_eq!(none.warm_ahead.period_seconds, 0);
+}
+
 #[rstest]
 #[case("sharedClusters:\n  enabld: true\n", "sharedClusters")]
 #[case(
@@ -64,6 +75,18 @@ fn partial_sections_keep_other_defaults() {
     "indices.claimGraceSeconds"
 )]
 #[case("reclaim:\n  quietSeconds: 0\n", "reclaim.quietSeconds")]
+#[case("warmAhead:\n  optInAnnotation: ''\n", "warmAhead.optInAnnotation")]
+#[case(
+    "warmAhead:\n  minWarm: 3\n  maxPerConfig: 2\n",
+    "warmAhead.maxPerConfig"
+)]
+#[case("warmAhead:\n  halfLifeSeconds: 0\n", "warmAhead.halfLifeSeconds")]
+#[case(
+    "warmAhead:\n  halfLifeSeconds: 60\n  burstWindowSeconds: 60\n",
+    "warmAhead.burstWindowSeconds"
+)]
+#[case("warmAhead:\n  periodSeconds: 95\n", "warmAhead.periodSeconds")]
+#[case("warmAhead:\n  maxConfigs: 0\n", "warmAhead.maxConfigs")]
 fn invalid_config_names_the_field(#[case] text: &str, #[case] field: &str) {
     let err = Config::parse(text).unwrap_err().to_string();
     assert!(err.contains(field), "{err} should name {field}");

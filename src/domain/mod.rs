@@ -17,3 +17,4 @@ pub mod status;
 pub(crate) mod stored_pod_group;
 pub mod time;
 pub mod unconfirmed;
+pub mod warm_ahead;

@@ -173,6 +173,7 @@ pub fn idle_since(
     .max()
 }
 
+pub mod head;
 pub mod sweep;
 
 #[cfg(test)]

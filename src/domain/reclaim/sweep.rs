@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
+use super::head::{self, Head};
 use super::{Decision, Step};
 use crate::config::Reclaim;
 use crate::domain::cluster::ClusterInfo;
@@ -67,18 +68,44 @@ pub struct Look {
     pub active: usize,
     pub ttl: Duration,
     pub act: Act,
+    /// What the cluster's head had to do with the step ([`super::head`]).
+    pub note: Option<String>,
 }
 
 impl Look {
     /// Why the cluster is (un)marked or deleted, for the log.
     pub fn reason(&self) -> String {
-        match self.decision {
+        let reason = match self.decision {
             Decision::Reclaim { idle_for } => format!(
                 "no active RayJob for {}s (TTL {}s)",
                 idle_for.as_secs(),
                 self.ttl.as_secs()
             ),
             _ => "in use again".into(),
+        };
+        match &self.note {
+            Some(note) => format!("{reason}; {note}"),
+            None => reason,
+        }
+    }
+}
+
+/// What a pass may know of a cluster beyond its RayJobs (nothing, by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beyond {
+    /// What its head last said about its work: never deleted while it lists work after
+    /// the mark, held at most [`head::SILENCE`] by a silent head.
+    pub head: Head,
+    /// Kept warm ahead of demand, and why (`domain::warm_ahead`): never marked, and a
+    /// mark it carries comes off (admission sends no job to a marked cluster).
+    pub kept_warm: Option<String>,
+}
+
+impl Default for Beyond {
+    fn default() -> Self {
+        Self {
+            head: Head::NotAsked,
+            kept_warm: None,
         }
     }
 }
@@ -86,6 +113,17 @@ impl Look {
 /// Judges one shared cluster from its metadata and its jobs' usage. `None`: not this
 /// pass's (a namespace left out by `reclaim.namespaces`, or no name).
 pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> Option<Look> {
+    judge_with(meta, usage, &Beyond::default(), cfg, now)
+}
+
+/// [`judge`], with what else the pass knows of the cluster ([`Beyond`]).
+pub fn judge_with(
+    meta: &ObjectMeta,
+    usage: Usage,
+    beyond: &Beyond,
+    cfg: &Reclaim,
+    now: Timestamp,
+) -> Option<Look> {
     let (ns, name) = (meta.namespace.clone()?, meta.name.clone()?);
     if !cfg.namespaces.is_empty() && !cfg.namespaces.contains(&ns) {
         return None;
@@ -98,15 +136,16 @@ pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> 
         cfg.idle_ttl_seconds,
     );
     let decision = super::decide(usage.active, since, ttl, now);
-    let look = |act| Look {
+    let look = |act, note| Look {
         key: (ns.clone(), name.clone()),
         decision: decision.clone(),
         active: usage.active,
         ttl,
         act,
+        note,
     };
     if meta.deletion_timestamp.is_some() {
-        return Some(look(Act::Nothing));
+        return Some(look(Act::Nothing, None));
     }
     let marked = annotations
         .get(labels::RECLAIM_MARKED)
@@ -117,6 +156,12 @@ pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> 
         Duration::from_secs(cfg.quiet_seconds),
         now,
     );
+    let heard = head::check(step, &beyond.head, marked, head::SILENCE, now);
+    let (step, note) = match &beyond.kept_warm {
+        Some(why) if marked.is_some() => (Step::Unmark, Some(why.clone())),
+        Some(why) if step == Step::Mark => (Step::Keep, Some(why.clone())),
+        _ => (heard.step, heard.note),
+    };
     let digest = annotations.get(labels::CONFIG_DIGEST).map(String::as_str);
     let last_admitted = info.last_admitted.max(info.created);
     let glance = pool::labels(digest, usage.active, last_admitted, &decision, now);
@@ -140,7 +185,7 @@ pub fn judge(meta: &ObjectMeta, usage: Usage, cfg: &Reclaim, now: Timestamp) -> 
             }}))
         }
     };
-    Some(look(act))
+    Some(look(act, note))
 }
 
 #[cfg(test)]

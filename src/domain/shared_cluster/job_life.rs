@@ -119,7 +119,7 @@ impl Tie {
 impl Submission {
     /// Still able to run (PENDING or RUNNING); the others are over.
     pub fn active(&self) -> bool {
-        self.status == "PENDING" || self.status == "RUNNING"
+        active_status(&self.status)
     }
 
     /// Over for good (SUCCEEDED, FAILED or STOPPED): the only records Ray deletes.
@@ -134,6 +134,11 @@ impl Submission {
     pub fn reads_as_job_id(&self) -> bool {
         self.id.bytes().all(|b| b.is_ascii_hexdigit())
     }
+}
+
+/// A Ray job status of one still able to run (PENDING or RUNNING).
+pub fn active_status(status: &str) -> bool {
+    status == "PENDING" || status == "RUNNING"
 }
 
 /// The submissions of a job list answer (see [`job_list`]).

@@ -11,6 +11,7 @@ pub mod kueue;
 pub mod provision;
 pub mod provision_step;
 pub mod runtime_env;
+pub mod wake;
 
 use serde_json::{Map, Value, json};
 
@@ -19,7 +20,7 @@ use crate::domain::labels;
 use crate::domain::labels::Meta;
 
 pub use identity::{cluster_name, digest};
-pub use provision::{MAX_POOL, Refusal, cluster_for_job, member_name};
+pub use provision::{MAX_POOL, Refusal, cluster_for_job, member_name, pool_place};
 
 /// What to do with one RayJob.
 #[derive(Debug, Clone, PartialEq)]

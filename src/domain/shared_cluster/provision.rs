@@ -76,6 +76,18 @@ pub fn member_name(base: &str, index: u32) -> String {
     }
 }
 
+/// The pool a member named `name` belongs to and its place in it (`ray-x` is place 0 of
+/// pool `ray-x`, `ray-x-2` place 2), if it is a member name at all.
+pub fn pool_place(name: &str) -> Option<(&str, u32)> {
+    let rest = name.strip_prefix(super::identity::NAME_PREFIX)?;
+    let (hash, index) = match rest.split_once('-') {
+        None => (rest, 0),
+        Some((hash, i)) => (hash, i.parse().ok().filter(|i| (1..MAX_POOL).contains(i))?),
+    };
+    let base = &name[..super::identity::NAME_PREFIX.len() + hash.len()];
+    (!hash.is_empty() && member_name(base, index) == name).then_some((base, index))
+}
+
 /// Whether `selector` names a member of the pool `base`.
 fn is_member(selector: &str, base: &str) -> bool {
     match selector.strip_prefix(base) {
@@ -142,6 +154,19 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
+
+    #[rstest]
+    #[case("ray-abc", Some(("ray-abc", 0)))]
+    #[case("ray-abc-2", Some(("ray-abc", 2)))]
+    #[case("ray-abc-02", None)]
+    #[case("ray-abc-0", None)]
+    #[case("ray-abc-100", None)]
+    #[case("ray-abc-x", None)]
+    #[case("ray-", None)]
+    #[case("other-abc", None)]
+    fn pool_places(#[case] name: &str, #[case] want: Option<(&str, u32)>) {
+        assert_eq!(pool_place(name), want);
+    }
     use crate::domain::shared_cluster::{Plan, plan};
 
     fn job() -> Value {

@@ -105,6 +105,74 @@ fn a_marked_cluster_is_deleted_only_after_the_quiet_period(
     assert_eq!(act == delete, deleted, "{act:?}");
 }
 
+/// A cluster idle by its RayJobs, marked 60 s ago, whose head answered `age` s ago.
+fn heard(jobs: usize, drivers: usize, age: i64) -> Look {
+    let mark = [(labels::RECLAIM_MARKED, ago(60).to_string())];
+    let said = crate::domain::reclaim::head::Said {
+        at: ago(age),
+        jobs,
+        drivers,
+        truncated: false,
+    };
+    let beyond = Beyond {
+        head: crate::domain::reclaim::head::Head::Said(said),
+        kept_warm: None,
+    };
+    judge_with(&cluster(3600, &mark), busy(0), &beyond, &cfg(), now()).expect("judged")
+}
+
+#[test]
+fn a_cluster_kept_warm_is_not_marked_and_loses_its_mark() {
+    let kept = Beyond {
+        kept_warm: Some("kept warm: about 6.0 tasks an hour".into()),
+        ..Beyond::default()
+    };
+    // Idle past its TTL: kept (its pool labels only), and the log says why.
+    let look = judge_with(&cluster(3600, &[]), busy(0), &kept, &cfg(), now()).expect("judged");
+    assert!(matches!(look.act, Act::Labels(_)), "{:?}", look.act);
+    assert!(
+        look.reason()
+            .ends_with("kept warm: about 6.0 tasks an hour")
+    );
+    // Marked already, and now kept: the mark comes off before the quiet period ends.
+    for marked_for in [10, 60] {
+        let mark = [(labels::RECLAIM_MARKED, ago(marked_for).to_string())];
+        let look =
+            judge_with(&cluster(3600, &mark), busy(0), &kept, &cfg(), now()).expect("judged");
+        let Act::Patch(patch) = &look.act else {
+            panic!("expected an unmark, got {:?}", look.act)
+        };
+        assert_eq!(
+            patch["metadata"]["annotations"][labels::RECLAIM_MARKED],
+            Value::Null
+        );
+    }
+}
+
+#[test]
+fn work_the_head_lists_after_the_mark_keeps_the_cluster() {
+    // A Ray Client session (a driver, no RayJob): the mark comes off, with why.
+    let look = heard(0, 1, 5);
+    let Act::Patch(patch) = &look.act else {
+        panic!("expected an unmark, got {:?}", look.act)
+    };
+    assert_eq!(
+        patch["metadata"]["annotations"][labels::RECLAIM_MARKED],
+        Value::Null
+    );
+    assert!(
+        look.reason().ends_with("1 driver(s) no RayJob stands for"),
+        "{}",
+        look.reason()
+    );
+    // Nothing running, read after the mark: deleted as without the head.
+    assert!(matches!(heard(0, 0, 5).act, Act::Delete { .. }));
+    // Read before the mark: not proof enough yet (kept, its labels brought up to date).
+    let waiting = heard(0, 0, 90);
+    assert!(matches!(waiting.act, Act::Labels(_)), "{:?}", waiting.act);
+    assert!(waiting.reason().contains("waiting for its head's job list"));
+}
+
 #[test]
 fn a_marked_cluster_in_use_again_is_unmarked() {
     let mark = [(labels::RECLAIM_MARKED, ago(10).to_string())];
@@ -212,4 +280,36 @@ fn jobs_count_as_active_or_by_their_latest_end() {
         }
     );
     assert_eq!(usage.len(), 2);
+}
+
+proptest::proptest! {
+    /// A member kept warm is never deleted nor marked, whatever its age, idle time, mark,
+    /// head and jobs.
+    #[test]
+    fn a_kept_member_is_never_marked_nor_deleted(
+        age in 0i64..10_000,
+        marked_for in proptest::option::of(0i64..1_000),
+        active in 0usize..3,
+        heard in proptest::option::of((0i64..1_000, 0usize..2)),
+    ) {
+        let mark: Vec<(&str, String)> = marked_for
+            .map(|m| (labels::RECLAIM_MARKED, ago(m).to_string()))
+            .into_iter()
+            .collect();
+        let head = heard.map_or(crate::domain::reclaim::head::Head::Unheard, |(at, jobs)| {
+            crate::domain::reclaim::head::Head::Said(crate::domain::reclaim::head::Said {
+                at: ago(at),
+                jobs,
+                drivers: 0,
+                truncated: false,
+            })
+        });
+        let beyond = Beyond { head, kept_warm: Some("kept warm".into()) };
+        let look = judge_with(&cluster(age, &mark), busy(active), &beyond, &cfg(), now()).expect("judged");
+        match look.act {
+            Act::Delete { .. } => proptest::prop_assert!(false, "deleted"),
+            Act::Patch(p) => proptest::prop_assert!(p["metadata"]["annotations"][labels::RECLAIM_MARKED].is_null()),
+            _ => {}
+        }
+    }
 }

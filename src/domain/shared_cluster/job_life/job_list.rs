@@ -15,11 +15,15 @@ use super::{Submission, Tie};
 pub const MAX_JOBS: usize = 10_000;
 
 /// The submissions of a list (entries without a submission id, drivers run by hand with
-/// `ray.init`, cannot be stopped through the job API and are left out), and whether the
-/// list went on past [`MAX_JOBS`].
+/// `ray.init`, cannot be stopped through the job API and are left out, only counted while
+/// they run), and whether the list went on past [`MAX_JOBS`].
 #[derive(Debug, Default, PartialEq)]
 pub struct JobList {
     pub submissions: Vec<Submission>,
+    /// Entries without a submission id that are PENDING or RUNNING: drivers that connected
+    /// to the cluster themselves (Ray lists each as type `DRIVER`, `RUNNING` until it
+    /// exits), such as a script's `ray.init` on the head or a Ray Client session's.
+    pub drivers_running: usize,
     pub truncated: bool,
 }
 
@@ -43,7 +47,14 @@ impl<'de> Visitor<'de> for ListVisitor {
                 return Ok(list);
             };
             seen += 1;
-            list.submissions.extend(entry.0.and_then(Entry::submission));
+            let Some(entry) = entry.0 else { continue };
+            match entry.submission_id.0.is_some() {
+                true => list.submissions.extend(entry.submission()),
+                false if entry.status.0.as_deref().is_some_and(super::active_status) => {
+                    list.drivers_running += 1;
+                }
+                false => {}
+            }
         }
         // The rest is skipped unread, each entry in turn.
         while seq.next_element::<IgnoredAny>()?.is_some() {
@@ -261,6 +272,19 @@ mod tests {
             ]
         );
         assert!(!list.truncated);
+    }
+
+    #[test]
+    fn drivers_without_a_submission_are_counted_while_they_run() {
+        let body = json!([
+            {"type": "DRIVER", "job_id": "01000000", "status": "RUNNING"},
+            {"type": "DRIVER", "job_id": "02000000", "status": "SUCCEEDED"},
+            {"type": "DRIVER", "job_id": "03000000", "status": 7},
+            {"type": "SUBMISSION", "submission_id": "s", "status": "RUNNING"},
+        ]);
+        let list = from_bytes(body.to_string().as_bytes()).unwrap();
+        assert_eq!(list.drivers_running, 1);
+        assert_eq!(list.submissions.len(), 1);
     }
 
     #[test]
