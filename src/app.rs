@@ -107,45 +107,28 @@ impl App {
             .clone()
             .unwrap_or_else(|| format!("rayshare-{}", std::process::id()));
         // Caches, provisioners, reconcilers and certificate reloads run in the background.
-        let (world, tasks, reconcilers) = {
+        let (world, tasks, controllers) = {
             let _on = background.enter();
             let events =
                 EventSink::start(background_client.clone(), identity.clone(), metrics.clone());
-            let (world, wakeups) = KubeWorld::start(
-                client,
-                background_client.clone(),
-                &config,
-                health.clone(),
-                Some(events),
-            );
-            let mut tasks = Vec::new();
-            if let Some(w) = wakeups.clusters {
-                let (c, m) = (config.clone(), metrics.clone());
-                tasks.push(reconcile::provision::spawn(world.clone(), c, m, w));
-            }
-            if let Some(w) = wakeups.pods {
-                let (c, m) = (config.clone(), metrics.clone());
-                tasks.push(reconcile::group_provision::spawn(world.clone(), c, m, w));
-            }
-            let reconcilers = reconcile::spawn_all(
-                world.clone(),
-                background_client,
-                config.clone(),
-                metrics.clone(),
-                reconcile::Election {
-                    namespace: args.pod_namespace.clone(),
-                    identity,
-                    lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
-                },
-                wakeups.stops,
-            );
+            let election = reconcile::Election {
+                namespace: args.pod_namespace.clone(),
+                identity,
+                lease: Duration::from_secs(args.leader_lease_seconds.max(3)),
+            };
+            let world = |publish| {
+                let (c, h) = (background_client, health.clone());
+                KubeWorld::start(client, c, &config, h, Some(events), publish)
+            };
+            let (world, controllers) =
+                reconcile::start::start(world, config.clone(), metrics.clone(), election);
             let files = CertFiles {
                 cert: args.tls_cert.clone(),
                 key: args.tls_key.clone(),
             };
             let reload = Duration::from_secs(args.cert_reload_seconds.max(1));
-            tasks.push(tokio::spawn(certs.watch(files, reload, metrics.clone())));
-            (world, tasks, reconcilers)
+            let tasks = vec![tokio::spawn(certs.watch(files, reload, metrics.clone()))];
+            (world, tasks, controllers)
         };
         let state = Arc::new(AppState {
             config,
@@ -176,7 +159,7 @@ impl App {
                 for task in tasks {
                     task.abort();
                 }
-                reconcilers.stop().await;
+                controllers.stop().await;
             },
         )
         .await

@@ -73,7 +73,6 @@ pub struct Metrics {
     pub deleted: Family<KindLabel, Counter>,
     pub reused: Family<KindLabel, Counter>,
     pub planned: Family<KindLabel, Counter>,
-    pub provision_passes: Counter,
     pub reconcile_passes: Family<KindLabel, Counter>,
     pub provision_seconds: Histogram,
     pub errors: Family<CauseLabel, Counter>,
@@ -156,16 +155,10 @@ impl Default for Metrics {
             "Admissions whose object did not exist yet: the provisioner makes it once the admitted object is stored",
             planned.clone(),
         );
-        let provision_passes = Counter::default();
-        registry.register(
-            "provision_passes",
-            "Looks the provisioner took at stored RayJobs and their shared clusters",
-            provision_passes.clone(),
-        );
         let reconcile_passes = Family::<KindLabel, Counter>::default();
         registry.register(
             "reconcile_passes",
-            "Passes of the leader's reconcilers, by the kind they reconcile",
+            "Passes of the controllers, by the kind they reconcile",
             reconcile_passes.clone(),
         );
         let provision_seconds = Histogram::new(
@@ -268,7 +261,6 @@ impl Default for Metrics {
             deleted,
             reused,
             planned,
-            provision_passes,
             reconcile_passes,
             provision_seconds,
             errors,

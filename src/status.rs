@@ -7,7 +7,7 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use crate::domain::status::{self, Listed, Status};
-use crate::reconcile::list_all;
+use crate::world::kube::calls::list_all;
 use crate::world::kube::{
     lease_resource, pod_group_resource, ray_cluster_resource, ray_job_resource,
 };

@@ -147,7 +147,7 @@ fn assigned_event(
             selector: Some(selector),
         },
         warning: false,
-        reason: "IndicesAssigned",
+        reason: crate::domain::events::Reason::IndicesAssigned,
         action: "Admit",
         note: events::indices_assigned(group, slot.replica, slot.host, hosts),
     }

@@ -7,7 +7,7 @@
 
 use super::work::Work;
 use crate::cause::Cause;
-use crate::domain::events::{self, Event, Regarding};
+use crate::domain::events::{self, Event, Reason, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::shared_cluster::{self, MAX_POOL, PlanError, job_life, member_name};
@@ -46,12 +46,12 @@ impl<W: World> Work<'_, W> {
                     PlanError::Bound(_) => (Cause::InputBound, "past rayshare's bounds"),
                 };
                 let msg = format!("rayshare: RayJob left unchanged, {what}: {why}");
-                self.job_event(true, "SharedClusterFailed", &msg, None);
+                self.job_event(true, Reason::SharedClusterFailed, &msg, None);
                 return self.fail(cause, msg, cfg.deny_on_error);
             }
             Ok(shared_cluster::Plan::Skip(warning)) => {
                 if let Some(w) = &warning {
-                    self.job_event(false, "SharedClusterSkipped", w, None);
+                    self.job_event(false, Reason::SharedClusterSkipped, w, None);
                 }
                 self.warnings.extend(warning);
                 return;
@@ -77,7 +77,7 @@ impl<W: World> Work<'_, W> {
                     let msg = format!(
                         "rayshare: RayJob left unchanged: a RayCluster named {name} exists that rayshare did not create for this config"
                     );
-                    self.job_event(true, "SharedClusterFailed", &msg, None);
+                    self.job_event(true, Reason::SharedClusterFailed, &msg, None);
                     return self.fail(Cause::NameConflict, msg, false);
                 }
                 Member::Use(true) => return self.use_member(*rewrite, index, true),
@@ -96,7 +96,7 @@ impl<W: World> Work<'_, W> {
         let msg = format!(
             "rayshare: RayJob left unchanged: all {MAX_POOL} shared clusters of its config are full"
         );
-        self.job_event(true, "SharedClusterFailed", &msg, None);
+        self.job_event(true, Reason::SharedClusterFailed, &msg, None);
         self.fail(Cause::PoolExhausted, msg, false)
     }
 
@@ -107,7 +107,7 @@ impl<W: World> Work<'_, W> {
             let others = self.world.active_jobs(&self.namespace, &member.name);
             let note = events::moved_to_shared_cluster(&member.name, exists, others);
             let token = job_life::job_token(&member.job).map(str::to_string);
-            self.job_event(false, "SharedCluster", &note, token);
+            self.job_event(false, Reason::SharedCluster, &note, token);
             let job = self.req.name.as_str();
             self.world.note_admitted(&self.namespace, &member.name, job);
             if exists {
@@ -132,7 +132,7 @@ impl<W: World> Work<'_, W> {
 
     /// An event on the RayJob being admitted, recorded once it is stored (found by name,
     /// or by its admission-uid label when it has only a `generateName`).
-    fn job_event(&self, warning: bool, reason: &'static str, note: &str, token: Option<String>) {
+    fn job_event(&self, warning: bool, reason: Reason, note: &str, token: Option<String>) {
         if self.req.dry_run {
             return;
         }

@@ -9,10 +9,45 @@ use serde_json::Value;
 pub struct Event {
     pub regarding: Regarding,
     pub warning: bool,
-    pub reason: &'static str,
+    pub reason: Reason,
     /// What rayshare did (`action` of `events.k8s.io/v1`).
     pub action: &'static str,
     pub note: String,
+}
+
+/// Why an Event is recorded: its `reason`, as `kubectl describe` shows it and
+/// `rayshare_events_total{reason}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// A RayJob moved to a shared cluster.
+    SharedCluster,
+    SharedClusterSkipped,
+    SharedClusterFailed,
+    IndicesAssigned,
+    PodGroupCreated,
+    /// A shared cluster made.
+    Created,
+    SharedClusterNotMade,
+    Reclaimed,
+    StoppedRayJob,
+    SharedClusterSuspended,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SharedCluster => "SharedCluster",
+            Self::SharedClusterSkipped => "SharedClusterSkipped",
+            Self::SharedClusterFailed => "SharedClusterFailed",
+            Self::IndicesAssigned => "IndicesAssigned",
+            Self::PodGroupCreated => "PodGroupCreated",
+            Self::Created => "Created",
+            Self::SharedClusterNotMade => "SharedClusterNotMade",
+            Self::Reclaimed => "Reclaimed",
+            Self::StoppedRayJob => "StoppedRayJob",
+            Self::SharedClusterSuspended => "SharedClusterSuspended",
+        }
+    }
 }
 
 impl Regarding {

@@ -141,3 +141,46 @@ mod tests {
         assert_eq!(get(&v, Meta::Labels, "x"), Some("y"));
     }
 }
+
+/// The label selectors rayshare lists and watches with, by what they select.
+pub mod select {
+    use super::*;
+
+    /// This installation's shared clusters (another installation reclaims its own).
+    pub fn shared_clusters(instance: &str) -> String {
+        format!("{MANAGED_BY}={MANAGER},{SHARED_CLUSTER}=true,{INSTANCE}={instance}")
+    }
+
+    /// Everything this installation made (its PodGroups).
+    pub fn made_by(instance: &str) -> String {
+        format!("{MANAGED_BY}={MANAGER},{INSTANCE}={instance}")
+    }
+
+    /// The RayJobs this installation rewrote onto a shared cluster.
+    pub fn rewritten_jobs(instance: &str) -> String {
+        format!("{JOB_CLUSTER},{INSTANCE}={instance}")
+    }
+
+    /// The RayJobs of every installation that run on a shared cluster.
+    pub const SHARED_CLUSTER_JOBS: &str = JOB_CLUSTER;
+
+    /// The pods whose PodGroup this installation makes.
+    pub fn grouped_pods(instance: &str) -> String {
+        format!("{POD_GROUPED}={instance}")
+    }
+
+    /// Per-host index claims (not blocks).
+    pub fn per_host_claims() -> String {
+        format!("{INDEX_CLAIM}=true,!{CLAIM_HOSTS}")
+    }
+
+    /// The objects admitted under one admission token (a RayJob's run identity).
+    pub fn admitted_as(token: &str) -> String {
+        format!("{ADMISSION_UID}={token}")
+    }
+
+    /// Ray worker pods that carry a replica index.
+    pub fn indexed_workers() -> String {
+        format!("{RAY_NODE_TYPE}=worker,{REPLICA_INDEX}")
+    }
+}

@@ -7,24 +7,26 @@
 //! fresh read of the RayJob from the API server, never the cache alone. Then the records
 //! of finished Ray jobs whose RayJob is gone are deleted (`ray_table`).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::Key;
-use super::runner::{self, Failure, Reconciler, Schedule};
+use super::controller::{Controller, Cx, Memo, Plan, Runs};
+use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
-use crate::domain::events::{self, Event, ObjectRef, Regarding};
+use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
 use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
 use crate::metrics::Metrics;
+use crate::world::background::Key;
+use crate::world::kube::calls::is_forbidden;
 use crate::world::kube::{KubeWorld, ray_job_resource};
 use crate::world::ray::{Dashboard, DashboardError};
+use crate::world::watch::{Change, WatchEvent};
+use crate::world::{Background, World};
 
 mod ray_table;
 
@@ -37,79 +39,84 @@ const SUSPECTS_PER_PASS: usize = 64;
 /// the stopper looks at one cluster at a time, and the others' jobs wait meanwhile.
 const PASS_TIMEOUTS: u32 = 4;
 
-/// The job stopper, as the runner drives it: leader only, one cluster at a time.
+/// The job stopper: leader only, one cluster at a time. Its memo holds the clusters
+/// looked at (one that is gone takes its unattributed-jobs series along); `asked` the
+/// submission ids this replica asked to stop, and when.
 pub struct StopJobs {
-    world: Arc<KubeWorld>,
-    client: kube::Client,
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
     dashboard: Dashboard,
-    /// (submission id) -> when this replica asked it to stop.
-    stopping: tokio::sync::Mutex<HashMap<String, Instant>>,
-    /// Clusters looked at, so one that is gone takes its unattributed-jobs series along.
-    looked: std::sync::Mutex<BTreeSet<Key>>,
+    asked: Memo,
 }
 
-pub fn spawn(
-    world: Arc<KubeWorld>,
-    client: kube::Client,
-    config: Arc<Config>,
-    metrics: Arc<Metrics>,
-    wakeups: tokio::sync::mpsc::UnboundedReceiver<Key>,
-    leading: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    let cfg = &config.shared_clusters.stop_jobs;
-    let resync = Duration::from_secs(cfg.interval_seconds);
-    let schedule = Schedule::while_leading(resync, leading);
-    let stopper = StopJobs {
-        dashboard: Dashboard::new(Duration::from_millis(cfg.timeout_ms)),
-        world,
-        client,
-        config,
-        metrics: metrics.clone(),
-        stopping: Default::default(),
-        looked: Default::default(),
-    };
-    runner::spawn(Arc::new(stopper), schedule, Some(wakeups), metrics)
-}
+impl Controller<KubeWorld> for StopJobs {
+    const KIND: &'static str = "RayJobStop";
 
-impl Reconciler for StopJobs {
-    fn kind(&self) -> &'static str {
-        "RayJobStop"
+    fn plan(config: &Config) -> Option<Plan> {
+        let cfg = &config.shared_clusters.stop_jobs;
+        (config.shared_clusters.enabled && cfg.enabled).then_some(Plan {
+            resync: Duration::from_secs(cfg.interval_seconds),
+            runs: Runs::WhileLeading,
+        })
     }
 
-    fn all(&self) -> Vec<Key> {
-        let keys: BTreeSet<Key> = self
-            .world
-            .shared_clusters(&self.config.instance)
-            .iter()
-            .map(|c| (c.namespace().unwrap_or_default(), c.name_any()))
-            .collect();
-        let mut looked = self.looked.lock().expect("not poisoned");
-        for key in looked.difference(&keys) {
-            self.metrics.ray_jobs_unattributed.remove(&series(key));
+    fn trigger(event: &WatchEvent) -> Option<Key> {
+        match event {
+            // A job deleted or over: its Ray job may still run on the cluster.
+            WatchEvent::RayJob {
+                change: Change::Deleted,
+                cluster,
+                ..
+            }
+            | WatchEvent::RayJob {
+                change: Change::Applied,
+                cluster,
+                over: true,
+            } => Some(cluster.clone()),
+            _ => None,
         }
-        looked.retain(|k| keys.contains(k));
+    }
+
+    fn new(config: &Config) -> Self {
+        let timeout = config.shared_clusters.stop_jobs.timeout_ms;
+        Self {
+            dashboard: Dashboard::new(Duration::from_millis(timeout)),
+            asked: Memo::default(),
+        }
+    }
+
+    fn keys(&self, cx: &Cx<'_, KubeWorld>) -> Vec<Key> {
+        let keys: BTreeSet<Key> = cx
+            .world
+            .shared_clusters(&cx.config.instance)
+            .iter()
+            .map(|c| {
+                let field = |f: &str| c["metadata"][f].as_str().unwrap_or_default().to_string();
+                (field("namespace"), field("name"))
+            })
+            .collect();
+        let ids: BTreeSet<String> = keys.iter().map(Memo::id).collect();
+        for gone in cx.memo.keep(|id| ids.contains(id)) {
+            if let Some((ns, name)) = gone.split_once('/') {
+                let key = (ns.to_string(), name.to_string());
+                cx.metrics.ray_jobs_unattributed.remove(&series(&key));
+            }
+        }
         keys.into_iter().collect()
     }
 
-    async fn reconcile(&self, key: &Key) -> Result<(), Failure> {
-        let mut stopping = self.stopping.lock().await;
-        stopping.retain(|_, at| at.elapsed() < STOPPING_FOR);
+    async fn reconcile(&self, cx: &Cx<'_, KubeWorld>, key: &Key) -> Result<(), Failure> {
+        self.asked.forget_older(STOPPING_FOR);
         let look = Look {
-            world: &self.world,
-            client: &self.client,
-            config: &self.config,
-            metrics: &self.metrics,
+            world: cx.world,
+            client: cx.world.background_client(),
+            config: cx.config,
+            metrics: cx.metrics,
             dashboard: &self.dashboard,
+            asked: &self.asked,
         };
-        self.looked
-            .lock()
-            .expect("not poisoned")
-            .insert(key.clone());
+        cx.memo.note(Memo::id(key));
         let deadline =
-            Duration::from_millis(self.config.shared_clusters.stop_jobs.timeout_ms) * PASS_TIMEOUTS;
-        let pass = tokio::time::timeout(deadline, look.cluster(key, &mut stopping)).await;
+            Duration::from_millis(cx.config.shared_clusters.stop_jobs.timeout_ms) * PASS_TIMEOUTS;
+        let pass = tokio::time::timeout(deadline, look.cluster(key)).await;
         pass.unwrap_or(Err(LookError::Slow(deadline)))
             .map_err(|e| Failure {
                 cause: e.cause(),
@@ -132,6 +139,7 @@ struct Look<'a> {
     config: &'a Config,
     metrics: &'a Metrics,
     dashboard: &'a Dashboard,
+    asked: &'a Memo,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -158,11 +166,7 @@ impl LookError {
 
 impl Look<'_> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
-    async fn cluster(
-        &self,
-        key: &Key,
-        stopping: &mut HashMap<String, Instant>,
-    ) -> Result<(), LookError> {
+    async fn cluster(&self, key: &Key) -> Result<(), LookError> {
         let (ns, name) = key;
         let series = series(key);
         // No cluster, or no head to ask: no count of its Ray jobs stands.
@@ -173,7 +177,6 @@ impl Look<'_> {
             forget();
             return Ok(());
         };
-        let cluster = serde_json::to_value(cluster.as_ref()).unwrap_or_default();
         // Suspended (Kueue preempted it): no head to ask (`cut_off` tells its jobs).
         if cluster["spec"]["suspend"] == true {
             forget();
@@ -207,14 +210,10 @@ impl Look<'_> {
         }
         let submissions = list.submissions;
         // The stored jobs of this namespace by token, as the watch knows them.
-        let stored = self.world.stored_jobs();
-        let stored = stored
-            .iter()
-            .filter(|j| j.namespace().as_deref() == Some(ns))
-            .filter_map(|j| serde_json::to_value(j.as_ref()).ok());
+        let stored = self.world.stored_jobs(Some(ns));
         let known = job_life::by_token(stored, ns);
         let instance = &self.config.instance;
-        let asked = |id: &str| stopping.contains_key(id);
+        let asked = |id: &str| self.asked.noted(id);
         let triage = job_life::triage(&submissions, &known, asked, instance, ns);
         if triage.suspects.len() > SUSPECTS_PER_PASS {
             tracing::info!(namespace = %ns, cluster = %name, suspects = triage.suspects.len(), judged = SUSPECTS_PER_PASS, "more Ray jobs to judge than one pass does; the rest next pass");
@@ -231,7 +230,7 @@ impl Look<'_> {
             };
             if let Verdict::Stop(reason) = job_life::verdict_of_all(sub, &owner, instance, ns) {
                 self.stop(&base, auth, &cluster, sub, reason).await;
-                stopping.insert(sub.id.clone(), Instant::now());
+                self.asked.note(sub.id.clone());
             }
         }
         let unattributed = triage.unattributed;
@@ -274,7 +273,7 @@ impl Look<'_> {
     ) -> Result<String, LookError> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
         let secret = api.get(&expected.name).await.map_err(|e| {
-            let hint = if super::is_forbidden(&e) {
+            let hint = if is_forbidden(&e) {
                 " (the chart grants reading it with rbac.rayAuthSecrets: true)"
             } else {
                 ""
@@ -290,7 +289,8 @@ impl Look<'_> {
     async fn owner(&self, ns: &str, token: &str) -> Result<Vec<Value>, kube::Error> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
-        let params = ListParams::default().labels(&format!("{}={token}", job_life::TOKEN_LABEL));
+        let params =
+            ListParams::default().labels(&crate::domain::labels::select::admitted_as(token));
         let list = api.list(&params).await?;
         Ok(list
             .items
@@ -319,13 +319,11 @@ impl Look<'_> {
                         .ray_jobs_stopped
                         .get_or_create(&crate::metrics::ReasonLabel { reason })
                         .inc();
-                    if let (Some(sink), Some(target)) =
-                        (self.world.events(), ObjectRef::of(cluster_object))
-                    {
-                        sink.record(Event {
+                    if let Some(target) = ObjectRef::of(cluster_object) {
+                        self.world.record(Event {
                             regarding: Regarding::Stored(target),
                             warning: false,
-                            reason: "StoppedRayJob",
+                            reason: Reason::StoppedRayJob,
                             action: "StopJob",
                             note: events::ray_job_stopped(&sub.id, why.describe()),
                         });

@@ -67,7 +67,6 @@ fn catalog() -> String {
     ] {
         family.get_or_create(&KindLabel { kind }).inc();
     }
-    m.provision_passes.inc();
     m.provision_seconds.observe(0.01);
     m.error(Cause::ReconcileDelete);
     m.cert_reloads

@@ -71,7 +71,7 @@ impl Look<'_> {
             Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
         let api = &api;
         let mut tokens = HashSet::new();
-        crate::reconcile::for_each_page(
+        crate::world::kube::calls::for_each_page(
             ListParams::default().labels(job_life::TOKEN_LABEL),
             |p| async move { api.list_metadata(&p).await },
             |job| {

@@ -11,13 +11,24 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use super::KubeWorld;
 use super::job_index::JobIndex;
 use super::resources::{ray_cluster_resource, ray_job_resource};
-use super::{KubeWorld, Wakeups};
 use crate::config::Config;
 use crate::domain::cluster::WorkerGroup;
 use crate::domain::labels;
 use crate::health::Health;
+use crate::world::watch::{Change, Publish, WatchEvent};
+
+/// What became of the object, and the object (`None`: the end of a relist, nothing to tell).
+fn change_of<K>(event: &watcher::Event<K>) -> Option<(Change, &K)> {
+    match event {
+        watcher::Event::InitApply(o) => Some((Change::Listed, o)),
+        watcher::Event::Apply(o) => Some((Change::Applied, o)),
+        watcher::Event::Delete(o) => Some((Change::Deleted, o)),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
 
 /// Runs a reflector's watch stream forever, logging its errors (it retries with backoff).
 pub(super) fn drive<K, S>(what: &'static str, stream: S)
@@ -34,23 +45,21 @@ where
 
 impl KubeWorld {
     /// Starts the caches the enabled features need (watched with `watch_client`, on the
-    /// runtime this is called in); `health.caches_synced` flips once they have all listed.
-    /// `client` makes admission's own calls. The wakeups name the shared clusters whose
-    /// stored jobs or whose own deletion the provisioner should look at.
+    /// runtime this is called in, which also makes the controllers' calls);
+    /// `health.caches_synced` flips once they have all listed. `client` makes admission's
+    /// own calls. What the watches see is published, typed, to `publish`.
     pub fn start(
         client: Client,
         watch_client: Client,
         config: &Config,
         health: Arc<Health>,
         events: Option<super::events::EventSink>,
-    ) -> (Arc<Self>, Wakeups) {
+        publish: Publish,
+    ) -> Arc<Self> {
         let need_clusters = config.shared_clusters.enabled || config.indices.enabled;
         // Admission makes groups and claims only in namespaces this watch shows served.
         let need_namespaces = config.pod_groups.enabled || config.indices.enabled;
 
-        let wakeups = tokio::sync::mpsc::unbounded_channel();
-        let stop_wakeups = tokio::sync::mpsc::unbounded_channel();
-        let pod_wakeups = tokio::sync::mpsc::unbounded_channel();
         let unconfirmed = Arc::new(std::sync::Mutex::new(
             crate::domain::unconfirmed::Unconfirmed::new(std::time::Duration::from_secs(
                 config.pod_groups.unconfirmed_grace_seconds,
@@ -59,9 +68,9 @@ impl KubeWorld {
         let pods = config.pod_groups.enabled.then(|| {
             let api: Api<Pod> = Api::all(watch_client.clone());
             let (reader, writer) = reflector::store();
-            let selector = format!("{}={}", labels::POD_GROUPED, config.instance);
+            let selector = labels::select::grouped_pods(&config.instance);
             let selector = watcher::Config::default().labels(&selector).any_semantic();
-            let wake = pod_wakeups.0.clone();
+            let publish = publish.clone();
             let stored = unconfirmed.clone();
             let stream = watcher(api, selector)
                 .default_backoff()
@@ -76,14 +85,18 @@ impl KubeWorld {
                 })
                 .reflect(writer)
                 .inspect_ok(move |event| {
-                    if let watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) = event {
-                        let namespace = pod.namespace().unwrap_or_default();
-                        if let Some(group) = pod.annotations().get(labels::GROUP_NAME) {
-                            let mut u = stored.lock().expect("not poisoned");
-                            u.confirm(&namespace, group);
-                        }
-                        let _ = wake.send((namespace, pod.name_any()));
+                    let Some((change, pod)) = change_of(event) else {
+                        return;
+                    };
+                    let namespace = pod.namespace().unwrap_or_default();
+                    if change != Change::Deleted
+                        && let Some(group) = pod.annotations().get(labels::GROUP_NAME)
+                    {
+                        let mut u = stored.lock().expect("not poisoned");
+                        u.confirm(&namespace, group);
                     }
+                    let key = (namespace, pod.name_any());
+                    publish(&WatchEvent::Pod { change, key });
                 });
             drive("Pod", stream);
             reader
@@ -98,13 +111,16 @@ impl KubeWorld {
                 .modify(slim_cluster)
                 .reflect(writer)
                 .inspect_ok({
-                    let wake = wakeups.0.clone();
+                    let publish = publish.clone();
                     move |event| {
-                        // A shared cluster gone: jobs still on it need it made again.
-                        if let watcher::Event::Delete(c) = event
-                            && c.labels().contains_key(labels::SHARED_CLUSTER)
-                        {
-                            let _ = wake.send((c.namespace().unwrap_or_default(), c.name_any()));
+                        if let Some((change, c)) = change_of(event) {
+                            let key = (c.namespace().unwrap_or_default(), c.name_any());
+                            let shared = c.labels().contains_key(labels::SHARED_CLUSTER);
+                            publish(&WatchEvent::RayCluster {
+                                change,
+                                key,
+                                shared,
+                            });
                         }
                     }
                 });
@@ -130,16 +146,11 @@ impl KubeWorld {
             let ar = ray_job_resource();
             let api: Api<DynamicObject> = Api::all_with(watch_client.clone(), &ar);
             let selector = watcher::Config::default()
-                .labels(&format!(
-                    "{},{}={}",
-                    labels::JOB_CLUSTER,
-                    labels::INSTANCE,
-                    config.instance
-                ))
+                .labels(&labels::select::rewritten_jobs(&config.instance))
                 .any_semantic();
             let writer = reflector::store::Writer::new(ar);
             let reader = writer.as_reader();
-            let (feed, wake, stop) = (index.clone(), wakeups.0.clone(), stop_wakeups.0.clone());
+            let (feed, publish) = (index.clone(), publish.clone());
             let stream = watcher(api, selector)
                 .default_backoff()
                 .modify(slim_job)
@@ -147,22 +158,16 @@ impl KubeWorld {
                 .inspect_ok(move |event| {
                     // The index first: the provisioner reads it when woken.
                     feed.apply(event.clone());
-                    // Stored or gone: the provisioner makes, stamps or starts the idle clock.
-                    if let watcher::Event::Apply(job)
-                    | watcher::Event::InitApply(job)
-                    | watcher::Event::Delete(job) = event
-                        && let Some(key) = JobIndex::selected(job)
-                    {
-                        let _ = wake.send(key);
-                    }
-                    // A job deleted or over: its Ray job may still run on the cluster.
-                    let over = match event {
-                        watcher::Event::Delete(job) => Some(job),
-                        watcher::Event::Apply(job) if JobIndex::is_over(job) => Some(job),
-                        _ => None,
+                    let Some((change, job)) = change_of(event) else {
+                        return;
                     };
-                    if let Some(key) = over.and_then(JobIndex::selected) {
-                        let _ = stop.send(key);
+                    if let Some(cluster) = JobIndex::selected(job) {
+                        let over = JobIndex::is_over(job);
+                        publish(&WatchEvent::RayJob {
+                            change,
+                            cluster,
+                            over,
+                        });
                     }
                 });
             drive("RayJob", stream);
@@ -170,6 +175,7 @@ impl KubeWorld {
         });
         let world = Arc::new(Self {
             client,
+            background: watch_client,
             clusters,
             namespaces,
             group_queues: Default::default(),
@@ -184,11 +190,6 @@ impl KubeWorld {
             cluster_reads: Default::default(),
             unconfirmed,
         });
-        let wakeups = Wakeups {
-            clusters: config.shared_clusters.enabled.then_some(wakeups.1),
-            pods: config.pod_groups.enabled.then_some(pod_wakeups.1),
-            stops: config.shared_clusters.enabled.then_some(stop_wakeups.1),
-        };
         // What admission reads: a replica that counted no jobs yet would fill a pool
         // member past `maxJobsPerCluster` right after a restart.
         let stores = (
@@ -209,7 +210,7 @@ impl KubeWorld {
             tracing::info!("caches synced");
             health.caches_synced.store(true, Ordering::Release);
         });
-        (world, wakeups)
+        world
     }
 }
 

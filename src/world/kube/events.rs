@@ -136,7 +136,7 @@ async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics
         } else {
             EventType::Normal
         },
-        reason: event.reason.into(),
+        reason: event.reason.as_str().into(),
         note: Some(event.note.clone()),
         action: event.action.into(),
         secondary: None,
@@ -144,11 +144,11 @@ async fn publish(recorder: &Recorder, event: &Event, target: &ObjectRef, metrics
     let published = tokio::time::timeout(CALL_TIMEOUT, recorder.publish(&ev, &reference)).await;
     match published.unwrap_or_else(|_| Err(kube::Error::Service("timed out".into()))) {
         Ok(()) => {
-            let reason = event.reason;
+            let reason = event.reason.as_str();
             metrics.events.get_or_create(&ReasonLabel { reason }).inc();
         }
         Err(e) => {
-            tracing::debug!(error = %e, reason = event.reason, object = %target.name, "cannot record an event");
+            tracing::debug!(error = %e, reason = event.reason.as_str(), object = %target.name, "cannot record an event");
             dropped(metrics, "api_error");
         }
     }

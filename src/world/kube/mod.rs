@@ -1,5 +1,6 @@
 //! The [`World`] of a running server: reflector caches and API calls through kube.
 
+mod background;
 mod caches;
 pub(crate) mod calls;
 mod claims;
@@ -29,7 +30,10 @@ use job_index::JobIndex;
 pub use resources::*;
 
 pub struct KubeWorld {
+    /// Admission's calls.
     client: Client,
+    /// The watches' and the controllers' calls (on the background runtime).
+    background: Client,
     clusters: Option<Store<DynamicObject>>,
     namespaces: Option<Store<Namespace>>,
     /// One queue per worker group: this replica's claims for a group go one at a time, so
@@ -51,73 +55,14 @@ pub struct KubeWorld {
     unconfirmed: Arc<std::sync::Mutex<crate::domain::unconfirmed::Unconfirmed>>,
 }
 
-/// (namespace, name) of what the provisioners should look at: shared clusters whose
-/// stored jobs changed or that were deleted; stored pods that want a PodGroup.
-pub struct Wakeups {
-    pub clusters: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
-    pub pods: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
-    /// Shared clusters one of whose jobs was deleted or ended (for the job stopper).
-    pub stops: Option<tokio::sync::mpsc::UnboundedReceiver<(String, String)>>,
-}
-
 impl KubeWorld {
     pub fn client(&self) -> &Client {
         &self.client
     }
 
-    /// Where the reconcilers record their Events.
-    pub fn events(&self) -> Option<&events::EventSink> {
-        self.events.as_ref()
-    }
-
-    /// The stored RayJobs rayshare rewrote (slimmed: selector, status, metadata).
-    pub fn stored_jobs(&self) -> Vec<Arc<DynamicObject>> {
-        self.jobs
-            .as_ref()
-            .map(|(_, s)| s.state())
-            .unwrap_or_default()
-    }
-
-    /// When a shared cluster's last active job ended or went, once.
-    pub fn went_idle(
-        &self,
-        namespace: &str,
-        cluster: &str,
-    ) -> Option<k8s_openapi::jiff::Timestamp> {
-        self.jobs.as_ref()?.0.went_idle(namespace, cluster)
-    }
-
-    /// The stored pods that want a PodGroup from rayshare.
-    pub fn stored_pods(&self) -> Vec<Arc<Pod>> {
-        self.pods.as_ref().map(|s| s.state()).unwrap_or_default()
-    }
-
-    pub fn stored_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.pods
-            .as_ref()?
-            .get(&ObjectRef::new(name).within(namespace))
-    }
-
-    /// This installation's shared clusters, as the cache has them.
-    pub fn shared_clusters(&self, instance: &str) -> Vec<Arc<DynamicObject>> {
-        let Some(store) = &self.clusters else {
-            return vec![];
-        };
-        store
-            .state()
-            .into_iter()
-            .filter(|c| {
-                let l = c.labels();
-                l.contains_key(labels::SHARED_CLUSTER)
-                    && l.get(labels::INSTANCE).map(String::as_str) == Some(instance)
-            })
-            .collect()
-    }
-
-    /// A RayCluster as the cache has it.
-    pub fn cached_cluster(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
-        let key = ObjectRef::new_with(name, ray_cluster_resource()).within(namespace);
-        self.clusters.as_ref()?.get(&key)
+    /// The client of the watches and the controllers.
+    pub fn background_client(&self) -> &Client {
+        &self.background
     }
 
     /// Creates the object: its resourceVersion when this call made it, `None` when it

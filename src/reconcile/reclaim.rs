@@ -1,56 +1,68 @@
-//! Reclaims shared clusters that stayed idle past their TTL: mark, wait the quiet period,
-//! delete (see `crate::domain::reclaim` for the rule and the hand-off with the provisioner
-//! that keeps jobs from being stranded).
+//! The reclaimer (leader only): shared clusters that stayed idle past their TTL are
+//! marked, left the quiet period, then deleted (see `crate::domain::reclaim` for the rule
+//! and the hand-off with the provisioner that keeps jobs from being stranded); kept
+//! clusters get their pool labels.
 
 use std::collections::HashMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
+use serde_json::Value;
 
-use super::{for_each_page, is_conflict, is_not_found, list_metadata};
+use super::controller::{CALL_TIMEOUT, Controller, Cx, Plan};
+use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
-use crate::domain::events::{self, Event, ObjectRef, Regarding};
-use crate::domain::labels;
+use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
+use crate::domain::labels::select;
 use crate::domain::reclaim::Decision;
 use crate::domain::reclaim::sweep::{self, Act, ClusterKey, Look, Usage};
-use crate::metrics::{ClusterLabels, KindLabel, Metrics, StateLabel};
-use crate::world::kube::events::EventSink;
-use crate::world::kube::{ray_cluster_resource, ray_job_resource};
+use crate::metrics::{ClusterLabels, KindLabel, StateLabel};
+use crate::world::background::{Key, Kind, Scope, Written};
+use crate::world::{Background, WorldError};
+
+pub struct Reclaim;
+
+impl<W: Background> Controller<W> for Reclaim {
+    const KIND: &'static str = "RayCluster";
+
+    fn plan(config: &Config) -> Option<Plan> {
+        let on = config.reclaim.enabled && config.shared_clusters.enabled;
+        Plan::while_leading(on, config.reclaim.interval_seconds)
+    }
+
+    fn new(_: &Config) -> Self {
+        Self
+    }
+
+    async fn reconcile(&self, cx: &Cx<'_, W>, _: &Key) -> Result<(), Failure> {
+        pass(cx).await.map_err(Failure::list)
+    }
+}
 
 /// One pass; the runner retries a failed one with backoff.
-pub async fn pass(
-    client: &Client,
-    config: &Config,
-    metrics: &Metrics,
-    events: Option<&EventSink>,
-) -> Result<(), kube::Error> {
-    let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ray_cluster_resource());
-    // This installation's clusters only (another installation reclaims its own).
-    let selector = format!(
-        "{}={},{}=true,{}={}",
-        labels::MANAGED_BY,
-        labels::MANAGER,
-        labels::SHARED_CLUSTER,
-        labels::INSTANCE,
-        config.instance
-    );
-    let clusters_list = list_metadata(&clusters, ListParams::default().labels(&selector)).await?;
-    let jobs: Api<DynamicObject> = Api::all_with(client.clone(), &ray_job_resource());
-    let mut usage: HashMap<ClusterKey, Usage> = HashMap::new();
-    let job_params = ListParams::default().labels(labels::JOB_CLUSTER);
-    let count = |job: DynamicObject| {
-        sweep::count(&mut usage, &serde_json::to_value(job).unwrap_or_default());
+async fn pass<W: Background>(cx: &Cx<'_, W>) -> Result<(), WorldError> {
+    let (config, metrics) = (&cx.config, &cx.metrics);
+    let mine = select::shared_clusters(&config.instance);
+    let scope = Scope {
+        kind: Kind::RayCluster,
+        namespace: None,
+        labels: &mine,
     };
-    let jobs = &jobs;
-    for_each_page(job_params, |p| async move { jobs.list(&p).await }, count).await?;
+    let clusters = cx.world.list_metadata(scope).await?;
+    let mut usage: HashMap<ClusterKey, Usage> = HashMap::new();
+    let jobs = Scope {
+        kind: Kind::RayJob,
+        namespace: None,
+        labels: select::SHARED_CLUSTER_JOBS,
+    };
+    let mut count = |job: Value| sweep::count(&mut usage, &job);
+    cx.world.for_each(jobs, &mut count).await?;
 
     let now = Timestamp::now();
     let mut states: HashMap<&'static str, i64> = HashMap::new();
     let mut active_jobs = Vec::new();
-    for cluster in clusters_list {
-        let meta = &cluster.metadata;
+    for meta in &clusters {
         let key = (
             meta.namespace.clone().unwrap_or_default(),
             meta.name.clone().unwrap_or_default(),
@@ -66,7 +78,7 @@ pub async fn pass(
             cluster,
         };
         active_jobs.push((series, look.active as i64));
-        carry_out(client, &look, metrics, events).await;
+        carry_out(cx, &look).await;
     }
     // Replaced as a whole, so a reclaimed cluster's series goes with it.
     metrics.cluster_jobs.clear();
@@ -84,17 +96,13 @@ pub async fn pass(
 }
 
 /// Writes what the pass decided for one cluster.
-async fn carry_out(client: &Client, look: &Look, metrics: &Metrics, events: Option<&EventSink>) {
-    let (ns, name) = &look.key;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ray_cluster_resource());
-    let merge = |patch: serde_json::Value| {
-        let api = &api;
-        async move {
-            let patch = Patch::Merge(&patch);
-            api.patch(name, &PatchParams::default(), &patch)
-                .await
-                .map(|_| ())
-        }
+async fn carry_out<W: Background>(cx: &Cx<'_, W>, look: &Look) {
+    let key = &look.key;
+    let (ns, name) = key;
+    let merge = |patch: Value| async move {
+        cx.world
+            .patch(Kind::RayCluster, key, &patch, CALL_TIMEOUT)
+            .await
     };
     let result = match &look.act {
         Act::Nothing => return,
@@ -115,29 +123,28 @@ async fn carry_out(client: &Client, look: &Look, metrics: &Metrics, events: Opti
             uid,
             resource_version,
         } => {
-            let preconditions = Preconditions {
+            let exact = ObjectMeta {
+                namespace: Some(ns.clone()),
+                name: Some(name.clone()),
                 uid: uid.clone(),
                 resource_version: resource_version.clone(),
+                ..ObjectMeta::default()
             };
-            let params = DeleteParams {
-                preconditions: Some(preconditions),
-                ..DeleteParams::default()
-            };
-            api.delete(name, &params).await.map(|_| ())
+            let deleted = cx
+                .world
+                .delete_exact(Kind::RayCluster, &exact, CALL_TIMEOUT);
+            deleted.await
         }
     };
     let reason = look.reason();
     let deleted = matches!(look.act, Act::Delete { .. });
     match result {
-        Ok(()) if deleted => {
+        Ok(Written::Done) if deleted => {
             tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaimed idle shared cluster");
-            if let (
-                Some(sink),
-                Decision::Reclaim { idle_for },
-                Act::Delete { uid: Some(uid), .. },
-            ) = (events, &look.decision, &look.act)
+            if let (Decision::Reclaim { idle_for }, Act::Delete { uid: Some(uid), .. }) =
+                (&look.decision, &look.act)
             {
-                sink.record(Event {
+                cx.world.record(Event {
                     regarding: Regarding::Stored(ObjectRef {
                         api_version: "ray.io/v1".into(),
                         kind: "RayCluster".into(),
@@ -146,25 +153,27 @@ async fn carry_out(client: &Client, look: &Look, metrics: &Metrics, events: Opti
                         uid: uid.clone(),
                     }),
                     warning: false,
-                    reason: "Reclaimed",
+                    reason: Reason::Reclaimed,
                     action: "Reclaim",
                     note: events::cluster_reclaimed(*idle_for, look.ttl),
                 });
             }
-            metrics
-                .deleted
-                .get_or_create(&KindLabel { kind: "RayCluster" })
-                .inc();
+            let kind = "RayCluster";
+            cx.metrics.deleted.get_or_create(&KindLabel { kind }).inc();
         }
-        Ok(()) => {
+        Ok(Written::Done) => {
             tracing::info!(namespace = %ns, cluster = %name, %reason, "reclaim mark changed");
         }
-        Err(e) if is_conflict(&e) || is_not_found(&e) => {
+        Ok(Written::Changed | Written::Gone) => {
             tracing::info!(namespace = %ns, cluster = %name, deleted, "not done: the cluster changed (a job was stored) or is gone");
         }
         Err(e) => {
             tracing::warn!(namespace = %ns, cluster = %name, error = %e, deleted, "reclaim call failed");
-            metrics.error(Cause::ReconcileDelete);
+            cx.metrics.error(Cause::ReconcileDelete);
         }
     }
 }
+
+#[cfg(test)]
+#[path = "reclaim/tests.rs"]
+mod tests;

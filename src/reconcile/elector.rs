@@ -7,7 +7,7 @@
 //! with this replica's clock (nodes' clocks differ; a clock ahead by more than a lease
 //! would take a lease that is being renewed).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -16,7 +16,22 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-use super::is_conflict;
+use crate::cause::Cause;
+use crate::metrics::Metrics;
+use crate::world::kube::calls::is_conflict;
+
+pub const LEASE_NAME: &str = "rayshare-reconciler";
+
+/// Longest a shutdown waits for the lease to be given up.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Who competes for the lease, where, and for how long a lease lasts.
+pub struct Election {
+    pub namespace: String,
+    pub identity: String,
+    /// How long a leader's lease lasts without renewal (takeover time after a crash).
+    pub lease: Duration,
+}
 
 pub struct Elector {
     api: Api<Lease>,
@@ -150,6 +165,72 @@ impl Elector {
             Err(e) if is_conflict(&e) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Holds (or tries to take) the lease, telling the reconcilers whether they lead. A
+/// standby watches the lease, so one given up is taken at once; `stop` gives it up.
+pub async fn lead(
+    client: Client,
+    election: Election,
+    leading: tokio::sync::watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+
+    let elector = Elector::new(
+        client.clone(),
+        &election.namespace,
+        LEASE_NAME,
+        &election.identity,
+        election.lease,
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client, &election.namespace);
+    let only_ours = watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}"));
+    let changes = watcher(leases, only_ours).default_backoff();
+    let mut changes = std::pin::pin!(changes);
+    let mut tick = tokio::time::interval(election.lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            // The holder renewed or released it: a standby looks now.
+            Some(_) = changes.next(), if !*leading.borrow() => {}
+            _ = stop.changed() => {
+                leading.send_replace(false);
+                metrics.set_leading(false);
+                match tokio::time::timeout(RELEASE_TIMEOUT, elector.release()).await {
+                    Ok(Ok(())) => tracing::info!("reconciler lease released"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot release the reconciler lease"),
+                    Err(_) => tracing::warn!("releasing the reconciler lease timed out"),
+                }
+                return;
+            }
+        }
+        // Bounded well inside the lease: a hung call must end this replica's lead before
+        // another replica may take the expired lease.
+        let attempt = tokio::time::timeout(election.lease / 3, elector.try_lead()).await;
+        let (now_leading, error) = match attempt {
+            Ok(Ok(leading)) => (leading, None),
+            Ok(Err(e)) => (false, Some(e.to_string())),
+            Err(_) => (false, Some("timed out".to_string())),
+        };
+        if let Some(error) = error {
+            tracing::warn!(%error, "leader election failed");
+            metrics.error(Cause::LeaderElection);
+        }
+        leading.send_if_modified(|l| {
+            let changed = *l != now_leading;
+            if changed {
+                tracing::info!(leading = now_leading, "reconciler leadership changed");
+                metrics.set_leading(now_leading);
+            }
+            *l = now_leading;
+            changed
+        });
     }
 }
 
