@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use rayshare::admission::{self, AdmissionRequest};
 use rayshare::config::Config;
-use rayshare::world::{ClusterInfo, MemoryWorld};
-use rayshare::{indices, pod_group, shared_cluster};
+use rayshare::domain::cluster::ClusterInfo;
+use rayshare::domain::{indices, pod_group, shared_cluster};
+use rayshare::world::MemoryWorld;
 
 const RAYJOB_A: &str = include_str!("../deploy/samples/rayjob-run-a.yaml");
 const RAYJOB_B: &str = include_str!("../deploy/samples/rayjob-run-b.yaml");

@@ -7,15 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-/// rayshare's version, from Cargo.toml.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The git commit this binary was built from (12 hex digits), or `unknown` when it was built
-/// without git, without `.git`, or without build.rs (see build.rs).
-pub const REVISION: &str = match option_env!("RAYSHARE_REVISION") {
-    Some(revision) => revision,
-    None => "unknown",
-};
+pub use crate::version::{REVISION, VERSION};
 
 /// What `rayshare --version` prints after the name: `0.1.0 (revision 0123456789ab)`.
 pub fn long_version() -> &'static str {

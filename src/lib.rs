@@ -24,8 +24,5 @@ pub mod offline;
 pub mod process_metrics;
 pub(crate) mod reconcile;
 pub mod status;
+pub mod version;
 pub mod world;
-
-// Paths the integration tests and benchmarks use.
-pub use domain::{indices, labels, pod_group, shared_cluster};
-pub use http::{certs, tls};

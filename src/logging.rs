@@ -30,10 +30,25 @@ fn writer<W: Write + Send + 'static>(out: W, lines: usize) -> (NonBlocking, Work
         .finish(out)
 }
 
+/// Why logging could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("invalid --log-level {level:?}: {source}")]
+    Level {
+        level: String,
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// A subscriber is installed already.
+    #[error("{0}")]
+    Install(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Installs the subscriber. Keep the guard alive: dropping it flushes the log buffer.
-pub fn init(args: &LogArgs) -> Result<WorkerGuard, String> {
-    let filter = EnvFilter::try_new(&args.log_level)
-        .map_err(|e| format!("invalid --log-level {:?}: {e}", args.log_level))?;
+pub fn init(args: &LogArgs) -> Result<WorkerGuard, LogError> {
+    let filter = EnvFilter::try_new(&args.log_level).map_err(|source| LogError::Level {
+        level: args.log_level.clone(),
+        source,
+    })?;
     let (writer, guard) = writer(std::io::stderr(), BUFFERED_LINES);
     let _ = DROPPED.set(writer.error_counter());
     let builder = tracing_subscriber::fmt()
@@ -48,7 +63,7 @@ pub fn init(args: &LogArgs) -> Result<WorkerGuard, String> {
             .with_span_list(false)
             .try_init(),
     };
-    result.map_err(|e| e.to_string())?;
+    result.map_err(LogError::Install)?;
     Ok(guard)
 }
 

@@ -7,8 +7,9 @@ use rayshare::cli::{
     Target,
 };
 use rayshare::config::Config;
+use rayshare::http::certs;
 use rayshare::http::server;
-use rayshare::{certs, drain, logging, offline, status};
+use rayshare::{drain, logging, offline, status};
 
 // Admission allocates many small, short-lived JSON nodes per request, across threads:
 // mimalloc serves them markedly cheaper than glibc's malloc (see README, Benchmarks).

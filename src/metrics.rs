@@ -99,8 +99,8 @@ impl Default for Metrics {
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
             .get_or_create(&BuildLabels {
-                version: crate::cli::VERSION,
-                revision: crate::cli::REVISION,
+                version: crate::version::VERSION,
+                revision: crate::version::REVISION,
             })
             .set(1);
         registry.register(
@@ -327,7 +327,7 @@ mod tests {
         let build_info = format!(
             "rayshare_build_info{{version=\"{}\",revision=\"{}\"}} 1\n",
             env!("CARGO_PKG_VERSION"),
-            crate::cli::REVISION
+            crate::version::REVISION
         );
         assert!(text.contains(&build_info), "{text}");
         assert!(

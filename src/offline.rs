@@ -18,11 +18,26 @@ pub struct Mutated {
     pub allowed: bool,
 }
 
+/// Why the input could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    #[error("cannot parse input: {0}")]
+    Parse(#[from] serde_norway::Error),
+    #[error("{0}")]
+    Review(#[from] review::ReviewError),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("object has no apiVersion")]
+    NoApiVersion,
+    #[error("object has no kind")]
+    NoKind,
+}
+
 /// Reads every YAML/JSON document of `text` (objects or AdmissionReviews).
-pub fn documents(text: &str) -> Result<Vec<Value>, String> {
+pub fn documents(text: &str) -> Result<Vec<Value>, OfflineError> {
     let mut out = Vec::new();
     for doc in serde_norway::Deserializer::from_str(text) {
-        let value = Value::deserialize(doc).map_err(|e| format!("cannot parse input: {e}"))?;
+        let value = Value::deserialize(doc)?;
         if !value.is_null() {
             out.push(value);
         }
@@ -30,15 +45,19 @@ pub fn documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
-fn request_for(object: &Value, namespace: &str, index: usize) -> Result<AdmissionRequest, String> {
+fn request_for(
+    object: &Value,
+    namespace: &str,
+    index: usize,
+) -> Result<AdmissionRequest, OfflineError> {
     if object["kind"] == "AdmissionReview" {
-        let bytes = serde_json::to_vec(object).map_err(|e| e.to_string())?;
-        return review::parse_review(bytes).map_err(|e| e.to_string());
+        let bytes = serde_json::to_vec(object)?;
+        return Ok(review::parse_review(bytes)?);
     }
     let api_version = object["apiVersion"]
         .as_str()
-        .ok_or("object has no apiVersion")?;
-    let kind = object["kind"].as_str().ok_or("object has no kind")?;
+        .ok_or(OfflineError::NoApiVersion)?;
+    let kind = object["kind"].as_str().ok_or(OfflineError::NoKind)?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let namespace = object["metadata"]["namespace"]
         .as_str()
@@ -62,7 +81,11 @@ fn request_for(object: &Value, namespace: &str, index: usize) -> Result<Admissio
 
 /// Runs each document through `admission::admit`, in order, against one in-memory world
 /// (so a second job of the same config finds the first one's cluster).
-pub async fn run(text: &str, namespace: &str, config: &Config) -> Result<Vec<Mutated>, String> {
+pub async fn run(
+    text: &str,
+    namespace: &str,
+    config: &Config,
+) -> Result<Vec<Mutated>, OfflineError> {
     let world = MemoryWorld::default();
     let mut results = Vec::new();
     for (index, doc) in documents(text)?.iter().enumerate() {
@@ -224,6 +247,7 @@ mod tests {
             run("a: 1", "x", &Config::default())
                 .await
                 .unwrap_err()
+                .to_string()
                 .contains("apiVersion")
         );
     }

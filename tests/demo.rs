@@ -195,13 +195,16 @@ async fn demo() {
         "-l",
         "rayshare.io/shared-cluster",
     ];
-    let columns = rayshare::domain::pool::COLUMNS;
+    let columns = rayshare::domain::reclaim::pool::COLUMNS;
     let shared = env.api(&ray_cluster_resource(), ns);
     wait_for("the reclaimer to label the pool", || async {
         let list = shared.list(&Default::default()).await.ok()?;
         list.items
             .iter()
-            .all(|c| c.labels().contains_key(rayshare::labels::POOL_ACTIVE_JOBS))
+            .all(|c| {
+                c.labels()
+                    .contains_key(rayshare::domain::labels::POOL_ACTIVE_JOBS)
+            })
             .then_some(())
     })
     .await;

@@ -30,7 +30,7 @@ use corpus::{SEEDS, review};
 use edits::{apply, damage, damaged, edit};
 use rayshare::admission;
 use rayshare::config::Config;
-use rayshare::shared_cluster::kuberay_yaml;
+use rayshare::domain::shared_cluster::kuberay_yaml;
 use rayshare::world::MemoryWorld;
 
 /// The seed of every run unless `RAYSHARE_FUZZ_SEED` says otherwise.

@@ -16,7 +16,7 @@ use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use rayshare::tls::{CertFiles, CertStore};
+use rayshare::http::tls::{CertFiles, CertStore};
 use tokio_rustls::TlsAcceptor;
 
 const FIXED: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"00000000-0000-0000-0000-000000000000","allowed":true}}"#;
@@ -47,8 +47,9 @@ pub fn main(args: &[String]) -> ExitCode {
         .expect("tokio runtime");
     runtime.block_on(async move {
         let certs = CertStore::load(&files).expect("floor: certificate");
-        let acceptor =
-            TlsAcceptor::from(rayshare::tls::server_config(certs, None, &[]).expect("TLS config"));
+        let acceptor = TlsAcceptor::from(
+            rayshare::http::tls::server_config(certs, None, &[]).expect("TLS config"),
+        );
         let app = Router::new().route("/mutate", post(mutate));
         let listener = tokio::net::TcpListener::bind(listen)
             .await

@@ -210,9 +210,9 @@ impl Bench {
             eprintln!("load: only one CPU: the load generator shares it with the servers");
         }
 
-        let certs = rayshare::certs::generate(&["127.0.0.1".into()]).expect("certificates");
+        let certs = rayshare::http::certs::generate(&["127.0.0.1".into()]).expect("certificates");
         let cert_dir = out.join("certs");
-        rayshare::certs::write(&cert_dir, &certs).expect("writing certificates");
+        rayshare::http::certs::write(&cert_dir, &certs).expect("writing certificates");
 
         let cp_bin = std::env::var_os("RAYSHARE_CONTROLPLANE")
             .map(PathBuf::from)

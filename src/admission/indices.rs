@@ -2,11 +2,12 @@
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::cluster::ClusterInfo;
 use crate::domain::events::{self, Event, Regarding};
 use crate::domain::indices::Slot;
 use crate::domain::labels::Meta;
 use crate::domain::{indices, labels};
-use crate::world::{Claimed, ClusterInfo, IndexRequest, World};
+use crate::world::{Claimed, IndexRequest, World};
 
 impl<W: World> Work<'_, W> {
     pub(super) async fn indices(&mut self) {

@@ -56,11 +56,6 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Nothing done and nothing wrong: no span, no log line above debug.
-    pub fn is_quiet(&self) -> bool {
-        matches!(self, Self::Ignored | Self::Unchanged)
-    }
-
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Ignored => "ignored",

@@ -1,5 +1,5 @@
 //! PodGroups at admission: name the pod's group on the pod, label the pod for the group
-//! provisioner (`reconcile::group_provision`), and make the group now, so it exists when
+//! provisioner (`reconcile::make_groups`), and make the group now, so it exists when
 //! Volcano's own admission webhook (`pods/validate`, which runs after every mutating
 //! webhook) looks for it.
 //!
@@ -11,7 +11,7 @@
 //! (`domain::unconfirmed`). The provisioner takes it up from the pod the API server
 //! stored (requests, priority, the pod's uid, owning it by a bare pod); one that no stored
 //! pod took up is deleted after `podGroups.unconfirmedGraceSeconds`
-//! (`reconcile::pod_groups`).
+//! (`reconcile::orphan_groups`).
 
 use super::work::Work;
 use crate::cause::Cause;

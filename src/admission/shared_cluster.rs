@@ -1,17 +1,18 @@
 //! Shared clusters at admission: pick the pool member from what the caches know.
 //!
 //! No API writes here: the rewritten job carries its cluster's spec, and the provisioner
-//! (`reconcile::provision`) creates a missing cluster once the API server has stored the
+//! (`reconcile::make_clusters`) creates a missing cluster once the API server has stored the
 //! job. An admission review alone, which anyone who reaches the port can forge, makes
 //! nothing.
 
 use super::work::Work;
 use crate::cause::Cause;
+use crate::domain::cluster::ClusterInfo;
 use crate::domain::events::{self, Event, Reason, Regarding};
 use crate::domain::labels;
 use crate::domain::labels::Meta;
 use crate::domain::shared_cluster::{self, MAX_POOL, PlanError, job_life, member_name};
-use crate::world::{ClusterInfo, World};
+use crate::world::World;
 
 /// Missing members in a row after which no further member is looked for.
 const LOOK_PAST_MISSING: u32 = 4;

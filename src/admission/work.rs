@@ -7,8 +7,9 @@ use serde_json::Value;
 use super::AdmissionRequest;
 use crate::cause::Cause;
 use crate::config::Config;
+use crate::domain::cluster::ClusterInfo;
 use crate::metrics::{KindLabel, Metrics};
-use crate::world::{ClusterInfo, World, WorldError};
+use crate::world::{World, WorldError};
 
 /// Accumulates one request's changes; each feature either applies fully or not at all.
 pub(super) struct Work<'a, W: World> {

@@ -49,7 +49,7 @@ pub const LAST_ACTIVE: &str = "rayshare.io/last-active";
 /// Annotation set by the reclaimer on an idle cluster it will delete after the quiet period.
 pub const RECLAIM_MARKED: &str = "rayshare.io/reclaim-marked-at";
 
-// The pool's labels on each shared cluster, for `kubectl get -L` (src/domain/pool.rs):
+// The pool's labels on each shared cluster, for `kubectl get -L` (src/domain/reclaim/pool.rs):
 // label-safe copies of what the annotations above and the reclaimer know.
 /// The config digest, shortened to a label value (the same key as [`CONFIG_DIGEST`], the
 /// annotation with the whole digest).

@@ -1,6 +1,6 @@
 //! Which of rayshare's own objects no pod stands behind any more (pure): PodGroups whose
 //! pod never appeared or is gone, per-host index claims whose slot no pod holds. The
-//! leader's sweeps (`reconcile::pod_groups`, `reconcile::index_claims`) list, ask here,
+//! leader's sweeps (`reconcile::orphan_groups`, `reconcile::orphan_claims`) list, ask here,
 //! and delete what comes back (each delete conditioned on what was judged).
 
 use std::collections::{BTreeMap, HashSet};

@@ -9,9 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::events::human;
 use crate::domain::labels::{self, Meta};
+use crate::domain::reclaim::pool;
 use crate::domain::reclaim::{self, Decision};
-use crate::domain::{events::human, pool};
 
 /// What the shell listed: shared RayClusters, RayJobs on them, PodGroups and index
 /// claims rayshare made (each as its JSON object).

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn der(common_name: &str) -> Vec<u8> {
-        let certs = crate::certs::generate_client(common_name).unwrap();
+        let certs = crate::http::certs::generate_client(common_name).unwrap();
         CertificateDer::from_pem_slice(certs.cert_pem.as_bytes())
             .unwrap()
             .to_vec()

@@ -9,8 +9,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::background::Kind;
-use super::{Claimed, ClusterInfo, Created, Event, IndexRequest, World, WorldError};
+use super::{Claimed, Created, IndexRequest, World, WorldError};
 use crate::config::ServedNamespaces;
+use crate::domain::cluster::ClusterInfo;
+use crate::domain::events::Event;
 use crate::domain::indices;
 use crate::domain::indices::Slot;
 

@@ -21,8 +21,9 @@ pub mod watch;
 pub use background::Background;
 pub use memory::MemoryWorld;
 
-pub use crate::domain::cluster::{ClusterInfo, WorkerGroup};
-pub use crate::domain::events::Event;
+use crate::domain::cluster::ClusterInfo;
+pub use crate::domain::cluster::WorkerGroup;
+use crate::domain::events::Event;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {

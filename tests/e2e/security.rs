@@ -330,7 +330,7 @@ async fn with_a_client_ca_only_the_api_server_is_heard() {
 async fn a_client_certificate_for_another_name_is_refused_at_the_handshake() {
     // One bundle: the CA of the API server's webhook client certificate, and one that
     // signed a kubelet's.
-    let node = rayshare::certs::generate_client("system:node:worker-1").unwrap();
+    let node = rayshare::http::certs::generate_client("system:node:worker-1").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let bundle = dir.path().join("client-ca.crt");
     let api_server_ca = std::fs::read_to_string(webhook_client_ca()).unwrap();

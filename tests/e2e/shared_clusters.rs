@@ -231,7 +231,7 @@ async fn flyte_runs_share_a_cluster_and_keep_ambiguous_strings() {
         .unwrap()
         .to_string();
     let as_json: Value = serde_json::from_str(&text).expect("runtimeEnvYAML is JSON");
-    let as_kuberay = rayshare::shared_cluster::kuberay_yaml::read(&text).unwrap();
+    let as_kuberay = rayshare::domain::shared_cluster::kuberay_yaml::read(&text).unwrap();
     assert_eq!(as_json, as_kuberay);
     let vars = &as_kuberay["env_vars"];
     for (key, value) in [
@@ -247,7 +247,7 @@ async fn flyte_runs_share_a_cluster_and_keep_ambiguous_strings() {
     }
     assert_eq!(as_kuberay["config"]["setup_timeout_seconds"], json!(600));
     let on = stored("on-no-0").await;
-    let on_env = rayshare::shared_cluster::kuberay_yaml::read(
+    let on_env = rayshare::domain::shared_cluster::kuberay_yaml::read(
         on["spec"]["runtimeEnvYAML"].as_str().unwrap(),
     )
     .unwrap();

@@ -114,7 +114,7 @@ async fn status_and_kubectl_show_the_pool_groups_and_claims() {
                 "-l",
                 "rayshare.io/shared-cluster",
                 "-L",
-                rayshare::domain::pool::COLUMNS,
+                rayshare::domain::reclaim::pool::COLUMNS,
             ])
             .output()
             .ok()?;

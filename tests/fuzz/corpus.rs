@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use rayshare::admission;
 use rayshare::config::Config;
-use rayshare::shared_cluster::kuberay_yaml;
+use rayshare::domain::shared_cluster::kuberay_yaml;
 use rayshare::world::MemoryWorld;
 
 /// The namespace every fuzzed review is for.

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use rayshare::admission::{self, AdmissionRequest};
 use rayshare::config::Config;
-use rayshare::indices::Slot;
+use rayshare::domain::indices::Slot;
 use rayshare::world::MemoryWorld;
 
 /// All a world has recorded.

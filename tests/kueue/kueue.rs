@@ -76,8 +76,8 @@ impl Kueue {
         let bin = run_script(&repo().join("tests/tools/build-kueue.sh"));
         let dir = world.dir.join("kueue");
         let certs = dir.join("certs");
-        let pki = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
-        rayshare::certs::write(&certs, &pki).unwrap();
+        let pki = rayshare::http::certs::generate(&["127.0.0.1".into()]).unwrap();
+        rayshare::http::certs::write(&certs, &pki).unwrap();
         let overlay = dir.join("etc-overlay");
         let metrics_certs = overlay.join("up/kueue/metrics/certs");
         std::fs::create_dir_all(&metrics_certs).unwrap();

@@ -1,5 +1,5 @@
 //! Golden against Volcano's own code: for the same stored pod, the PodGroup rayshare makes
-//! (`rayshare::pod_group::group`, pure) carries what the group Volcano's running
+//! (`rayshare::domain::pod_group::group`, pure) carries what the group Volcano's running
 //! pg-controller makes for it (`createNormalPodPGIfNotExist`, v1.10.0) carries: the same
 //! copied hints, queue, priority, `minMember`, and the same scheduler-visible request.
 //! rayshare adds only its own bookkeeping keys; Volcano adds only quota bookkeeping
@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
 use rayshare::config::PodGroups;
+use rayshare::domain::labels;
 use rayshare::domain::quantity::{self, Milli};
-use rayshare::labels;
 use serde_json::{Map, Value, json};
 
 use crate::cluster::*;
@@ -144,7 +144,7 @@ async fn rayshare_groups_carry_what_volcanos_own_groups_carry() {
         .await;
         let volcano = serde_json::to_value(volcano).unwrap();
         let stored = serde_json::to_value(stored).unwrap();
-        let ours = rayshare::pod_group::group(&stored, ns, "review-uid", &name, None, &cfg)
+        let ours = rayshare::domain::pod_group::group(&stored, ns, "review-uid", &name, None, &cfg)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
 
         let (ours_meta, theirs_meta) = (&ours["metadata"], &volcano["metadata"]);

@@ -29,10 +29,10 @@ impl Bench {
                 &format!("bulk-rc-{i:04}"),
                 &format!("bulk-{:02}", i % bulk_ns),
             );
-            rayshare::labels::set(
+            rayshare::domain::labels::set(
                 &mut c,
-                rayshare::labels::Meta::Annotations,
-                rayshare::labels::CONFIG_DIGEST,
+                rayshare::domain::labels::Meta::Annotations,
+                rayshare::domain::labels::CONFIG_DIGEST,
                 &format!("{:064x}", i as u128 * 0x9e37_79b9_7f4a_7c15),
             );
             objects.push(c);

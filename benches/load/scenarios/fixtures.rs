@@ -103,10 +103,10 @@ impl Bench {
             ))
         };
         let mut grouped_pod = volcano_pod.clone();
-        rayshare::labels::set(
+        rayshare::domain::labels::set(
             &mut grouped_pod,
-            rayshare::labels::Meta::Annotations,
-            rayshare::labels::GROUP_NAME,
+            rayshare::domain::labels::Meta::Annotations,
+            rayshare::domain::labels::GROUP_NAME,
             "train-7f3k2-pg",
         );
         let kinds = vec![

@@ -1,6 +1,6 @@
-//! When a shared cluster may be deleted (pure; a whole pass in [`sweep`]). The reconciler
-//! in `reconcile/clusters.rs` carries the decisions out; the provisioner
-//! (`reconcile/provision.rs`) writes the stamps.
+//! When a shared cluster may be deleted (pure; a whole pass in [`sweep`], the labels a
+//! kept cluster shows in [`pool`]). The reclaimer (`reconcile/reclaim.rs`) carries the
+//! decisions out; the cluster maker (`reconcile/make_clusters.rs`) writes the stamps.
 //!
 //! The hand-off: the reclaimer first marks an idle cluster ([`MARKED`], conditioned on the
 //! resourceVersion it judged), waits the quiet period, and deletes it only if it is still
@@ -10,6 +10,8 @@
 //! provisioner lifts the mark for them (changing the resourceVersion, so the deletion
 //! fails). Should a job still end up selecting a deleted cluster, the provisioner makes the
 //! cluster again from the spec the job carries: no job is stranded.
+
+pub mod pool;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! One reclaim pass over the shared clusters, decided (pure): from the clusters' metadata
-//! and the RayJobs that select them, what to write on each. `reconcile::clusters` lists,
-//! asks here and carries the [`Act`]s out.
+//! and the RayJobs that select them, what to write on each. The reclaimer
+//! (`reconcile::reclaim`) lists, asks here and carries the [`Act`]s out.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,10 +10,11 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
 use super::head::{self, Head};
+use super::pool;
 use super::{Decision, Step};
 use crate::config::Reclaim;
 use crate::domain::cluster::ClusterInfo;
-use crate::domain::{labels, pool};
+use crate::domain::labels;
 
 /// (namespace, name) of a shared cluster.
 pub type ClusterKey = (String, String);

@@ -51,18 +51,6 @@ pub enum PlanError {
     Bound(String),
 }
 
-impl From<String> for PlanError {
-    fn from(why: String) -> Self {
-        Self::Odd(why)
-    }
-}
-
-impl From<&str> for PlanError {
-    fn from(why: &str) -> Self {
-        Self::Odd(why.into())
-    }
-}
-
 impl From<kuberay_yaml::ReadError> for PlanError {
     fn from(e: kuberay_yaml::ReadError) -> Self {
         match e {
@@ -139,7 +127,7 @@ pub fn plan(
     by: Admitter,
 ) -> Result<Plan, PlanError> {
     let Some(spec) = job.get("spec").and_then(Value::as_object) else {
-        return Err("RayJob has no spec object".into());
+        return Err(PlanError::Odd("RayJob has no spec object".into()));
     };
     if spec.get("clusterSelector").is_some_and(|s| !s.is_null()) {
         let requeued = kueue::queued_after_rewrite(job, namespace, cfg);
@@ -155,7 +143,7 @@ pub fn plan(
         ));
     }
     if !cluster_spec.is_object() || cluster_spec.get("headGroupSpec").is_none() {
-        return Err("rayClusterSpec has no headGroupSpec".into());
+        return Err(PlanError::Odd("rayClusterSpec has no headGroupSpec".into()));
     }
     if let Some(reason) = selector_form_blocker(job, cfg) {
         return skip(format!("rayshare: shared cluster skipped: {reason}"));
@@ -171,7 +159,7 @@ pub fn plan(
         }
         let options = options
             .as_object_mut()
-            .ok_or("autoscalerOptions is not an object")?;
+            .ok_or_else(|| PlanError::Odd("autoscalerOptions is not an object".into()))?;
         options
             .entry("idleTimeoutSeconds")
             .or_insert(json!(cfg.autoscaling.idle_timeout_seconds));

@@ -227,7 +227,7 @@ fn odd_shapes_are_errors(#[case] job: Value) {
 /// A cluster serves a job only if rayshare made it for exactly that config.
 #[test]
 fn existing_clusters_are_classified() {
-    use crate::world::ClusterInfo;
+    use crate::domain::cluster::ClusterInfo;
     let r = rewrite(&sample("a"));
     assert!(ClusterInfo::from_value(&r.cluster).serves(&r.digest));
     assert!(!ClusterInfo::from_value(&r.cluster).serves("other"));

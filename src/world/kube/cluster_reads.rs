@@ -15,7 +15,8 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::time::Instant;
 
-use crate::world::{ClusterInfo, WorldError};
+use crate::domain::cluster::ClusterInfo;
+use crate::world::WorldError;
 
 /// How long "absent" stands: well beyond the watch's lag, well within the time a cluster
 /// takes to be made and seen.

@@ -22,8 +22,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::domain::cluster::ClusterInfo;
 use crate::domain::labels;
-use crate::world::{Claimed, ClusterInfo, Created, IndexRequest, World, WorldError};
+use crate::world::{Claimed, Created, IndexRequest, World, WorldError};
 use calls::{bounded, is_already_exists, to_world_error};
 use claims::{GroupKey, KnownClaims};
 use job_index::JobIndex;

@@ -176,7 +176,7 @@ async fn chart_cert_manager_is_accepted_by_the_api_server() {
 
 #[tokio::test]
 async fn chart_provided_is_accepted_by_the_api_server() {
-    let ca = rayshare::certs::generate(&["rayshare-provided.e2e-chart-provided.svc".into()])
+    let ca = rayshare::http::certs::generate(&["rayshare-provided.e2e-chart-provided.svc".into()])
         .unwrap()
         .ca_pem;
     let ca = data_encoding::BASE64.encode(ca.as_bytes());

@@ -48,7 +48,7 @@ fn with_runtime_env(name: &str, runtime_env: String) -> Value {
 /// One of rayshare's own hostile runtime envs (`kuberay_yaml::hostile`), by name: the unit
 /// tests, the fuzzer and the benchmark use the same texts.
 fn library_sample(name: &str) -> String {
-    rayshare::shared_cluster::kuberay_yaml::hostile::runtime_envs()
+    rayshare::domain::shared_cluster::kuberay_yaml::hostile::runtime_envs()
         .into_iter()
         .find_map(|(n, text)| (n == name).then_some(text))
         .unwrap_or_else(|| panic!("no hostile sample {name:?}"))

@@ -143,8 +143,8 @@ fn webhook_manager(bins: &Path, dir: &Path) -> (Command, Vec<String>) {
     // The chart's admission-init Job makes a CA and a serving certificate for the
     // service's DNS name; here the API server calls 127.0.0.1.
     let pki = dir.join("volcano-admission");
-    let certs = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
-    rayshare::certs::write(&pki, &certs).unwrap();
+    let certs = rayshare::http::certs::generate(&["127.0.0.1".into()]).unwrap();
+    rayshare::http::certs::write(&pki, &certs).unwrap();
 
     let port = free_port();
     let rendered = helm_template_volcano(&chart, "templates/webhooks.yaml");

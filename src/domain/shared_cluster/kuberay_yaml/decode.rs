@@ -67,7 +67,7 @@ impl<'a> Decoder<'a> {
         match &**node {
             Raw::Alias(_) => Err(unknown_anchor()),
             Raw::Scalar { text, plain, tag } => {
-                scalar_value(resolve(text, *plain, tag.as_deref())?).map_err(ReadError::Invalid)
+                scalar_value(resolve(text, *plain, tag.as_deref())?)
             }
             Raw::Seq(items) => items
                 .iter()

@@ -42,12 +42,6 @@ pub enum ReadError {
     Bound(String),
 }
 
-impl From<String> for ReadError {
-    fn from(why: String) -> Self {
-        Self::Invalid(why)
-    }
-}
-
 /// The JSON KubeRay makes of `text` (the first YAML document; `null` for none), or why
 /// it would fail, cannot be mirrored exactly, or is past rayshare's bounds.
 pub fn read(text: &str) -> Result<Value, ReadError> {

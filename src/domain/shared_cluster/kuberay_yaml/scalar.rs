@@ -2,6 +2,8 @@
 
 use serde_json::{Number, Value};
 
+use super::ReadError;
+
 pub(super) const YAML_TAG_PREFIX: &str = "tag:yaml.org,2002:";
 
 /// A map key as go-yaml v2 holds it: keys are equal when their resolved values are.
@@ -26,17 +28,16 @@ pub(super) enum Scalar {
     Str(String),
 }
 
-pub(super) fn scalar_value(s: Scalar) -> Result<Value, String> {
+pub(super) fn scalar_value(s: Scalar) -> Result<Value, ReadError> {
     Ok(match s {
         Scalar::Null => Value::Null,
         Scalar::Bool(b) => Value::Bool(b),
         Scalar::Int(i) => Value::from(i),
         Scalar::Uint(u) => Value::from(u),
         // encoding/json refuses NaN and infinities: KubeRay fails such a job.
-        Scalar::Float(f) => Value::Number(
-            Number::from_f64(f)
-                .ok_or("a .nan or .inf value, which KubeRay cannot convert to JSON")?,
-        ),
+        Scalar::Float(f) => Value::Number(Number::from_f64(f).ok_or_else(|| {
+            ReadError::Invalid("a .nan or .inf value, which KubeRay cannot convert to JSON".into())
+        })?),
         Scalar::Str(s) => Value::String(s),
     })
 }
@@ -54,7 +55,7 @@ pub(super) fn map_key(s: Scalar) -> Key {
 
 /// go-yaml v2 `decoder.scalar` + `resolve`: quoted and block scalars are strings; a plain
 /// one is resolved by YAML 1.1 rules; an explicit standard tag must fit the value.
-pub(super) fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Result<Scalar, String> {
+pub(super) fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Result<Scalar, ReadError> {
     let Some(tag) = tag else {
         return Ok(if plain {
             resolve_plain(text)
@@ -74,14 +75,20 @@ pub(super) fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Result<Scal
         ("float", Scalar::Int(i)) => return Ok(Scalar::Float(*i as f64)),
         ("timestamp", Scalar::Str(_)) => is_timestamp(text),
         ("null" | "bool" | "int" | "float" | "timestamp", _) => false,
-        ("binary", _) => return Err("!!binary values are not supported".into()),
+        ("binary", _) => {
+            return Err(ReadError::Invalid(
+                "!!binary values are not supported".into(),
+            ));
+        }
         // Other yaml.org tags (e.g. !!merge, !!seq on a scalar) are not resolvable.
         _ => return Ok(Scalar::Str(text.into())),
     };
     if fits {
         Ok(resolved)
     } else {
-        Err(format!("cannot decode {text:?} as !!{kind}"))
+        Err(ReadError::Invalid(format!(
+            "cannot decode {text:?} as !!{kind}"
+        )))
     }
 }
 

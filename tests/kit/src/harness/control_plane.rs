@@ -31,9 +31,9 @@ pub static CONTROL_PLANE: LazyLock<ControlPlane> = LazyLock::new(ControlPlane::s
 /// (an AdmissionConfiguration whose kubeconfig has a `*` user): rayshare asks only when
 /// started with `--client-ca`. Returns the AdmissionConfiguration's path.
 fn webhook_client_identity(dir: &Path) -> PathBuf {
-    let certs = rayshare::certs::generate_client("kube-apiserver").unwrap();
+    let certs = rayshare::http::certs::generate_client("kube-apiserver").unwrap();
     let pki = dir.join("webhook-client");
-    rayshare::certs::write(&pki, &certs).unwrap();
+    rayshare::http::certs::write(&pki, &certs).unwrap();
     let kubeconfig = json!({
         "apiVersion": "v1", "kind": "Config",
         "users": [{"name": "*", "user": {

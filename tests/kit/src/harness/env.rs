@@ -51,8 +51,8 @@ impl TestEnv {
         create_namespace(&admin, &ns_off, &[(TEST_LABEL, name)]).await;
         leader_role_in(&admin, &ns).await;
         let dir = tempfile::tempdir().unwrap();
-        let certs = rayshare::certs::generate(&["127.0.0.1".into()]).unwrap();
-        rayshare::certs::write(dir.path(), &certs).unwrap();
+        let certs = rayshare::http::certs::generate(&["127.0.0.1".into()]).unwrap();
+        rayshare::http::certs::write(dir.path(), &certs).unwrap();
         // Tests share one API server: keep each test's reclaimer to its own namespace (a
         // shared cluster carries its TTL, so any reclaimer would honour another test's).
         let config = if config_yaml.contains("reclaim:") {
