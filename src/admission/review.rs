@@ -88,7 +88,7 @@ impl AdmissionRequest {
     /// The object, parsed in full. The review's own pass skipped what triage does not
     /// read, so this is where a malformed part of the object (a lone surrogate, a number
     /// out of range, nesting beyond serde_json's limit) shows.
-    pub fn parse_object(&self) -> Result<Option<Value>, String> {
+    pub fn parse_object(&self) -> Result<Option<Value>, ReviewError> {
         #[derive(Deserialize)]
         struct Review {
             request: Request,
@@ -98,7 +98,8 @@ impl AdmissionRequest {
             #[serde(default)]
             object: Option<Value>,
         }
-        let review: Review = serde_json::from_slice(&self.body).map_err(|e| e.to_string())?;
+        let review: Review = serde_json::from_slice(&self.body)
+            .map_err(|e| ReviewError::OddObject(e.to_string()))?;
         Ok(review.request.object)
     }
 }
@@ -122,6 +123,9 @@ pub enum ReviewError {
     NoRequest,
     #[error("AdmissionReview request has no uid")]
     NoUid,
+    /// The object, parsed in full, is not what the review's own pass let through.
+    #[error("{0}")]
+    OddObject(String),
 }
 
 impl ReviewError {
@@ -131,6 +135,7 @@ impl ReviewError {
             Self::NotReview(_) => Cause::NotReview,
             Self::NoRequest => Cause::NoRequest,
             Self::NoUid => Cause::NoUid,
+            Self::OddObject(_) => Cause::OddObject,
         }
     }
 }

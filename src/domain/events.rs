@@ -184,7 +184,7 @@ pub fn ray_job_stopped(submission: &str, why: &str) -> String {
 }
 
 /// On a RayJob that ran on a shared cluster when the cluster was suspended.
-pub fn job_cut_off(cluster: &str) -> String {
+pub fn suspended_under(cluster: &str) -> String {
     format!(
         "Shared RayCluster {cluster} was suspended while this job ran on it (Kueue preempted or deactivated it): its pods, and the Ray job with them, are gone; the cluster starts again when Kueue admits it"
     )

@@ -177,7 +177,7 @@ impl Look<'_> {
             forget();
             return Ok(());
         };
-        // Suspended (Kueue preempted it): no head to ask (`cut_off` tells its jobs).
+        // Suspended (Kueue preempted it): no head to ask (`suspended` tells its jobs).
         if cluster["spec"]["suspend"] == true {
             forget();
             return Ok(());

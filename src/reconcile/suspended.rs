@@ -2,7 +2,7 @@
 //! cluster it preempts or that is deactivated, KubeRay deletes its pods, and the Ray job
 //! of every RayJob running there goes with them, while KubeRay may go on showing the job
 //! Running. Each such job gets one Warning Event and is counted
-//! (`domain::shared_cluster::job_life::cut_off` says which). Its own loop, not the job
+//! (`domain::shared_cluster::job_life::suspended_under` says which). Its own loop, not the job
 //! stopper's: a look here reads only the caches and never fails, so no dashboard backoff
 //! delays it. The memo holds the RayJobs (by uid) told already.
 
@@ -60,7 +60,7 @@ impl<W: Background> Controller<W> for Suspended {
             return Ok(());
         };
         let jobs = cx.world.stored_jobs(Some(ns));
-        for job in job_life::cut_off(&cluster, &jobs) {
+        for job in job_life::suspended_under(&cluster, &jobs) {
             tell(cx, name, job);
         }
         Ok(())
@@ -85,7 +85,7 @@ fn tell<W: Background>(cx: &Cx<'_, W>, cluster: &str, job: &Value) {
         warning: true,
         reason: Reason::SharedClusterSuspended,
         action: "Watch",
-        note: events::job_cut_off(cluster),
+        note: events::suspended_under(cluster),
     });
 }
 

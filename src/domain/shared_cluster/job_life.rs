@@ -304,7 +304,7 @@ pub fn by_token(
 /// The RayJobs a suspended shared cluster cut off: Kueue suspends a cluster it preempts or
 /// that is deactivated, KubeRay then deletes its pods, and the Ray job of each RayJob
 /// running there goes with them. Jobs still waiting for the cluster just go on waiting.
-pub fn cut_off<'a>(cluster: &Value, jobs: &'a [Value]) -> Vec<&'a Value> {
+pub fn suspended_under<'a>(cluster: &Value, jobs: &'a [Value]) -> Vec<&'a Value> {
     if cluster["spec"]["suspend"] != true {
         return Vec::new();
     }

@@ -457,16 +457,16 @@ fn a_suspended_cluster_cuts_off_only_the_jobs_running_on_it() {
         on("other", "Running"),
     ];
     let mut cluster = json!({"metadata": {"namespace": "team", "name": "shared"}, "spec": {}});
-    assert!(cut_off(&cluster, &jobs).is_empty(), "not suspended");
+    assert!(suspended_under(&cluster, &jobs).is_empty(), "not suspended");
     cluster["spec"]["suspend"] = json!(true);
-    let cut: Vec<_> = cut_off(&cluster, &jobs)
+    let cut: Vec<_> = suspended_under(&cluster, &jobs)
         .iter()
         .map(|j| j["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(cut, ["shared-Running"]);
     cluster["metadata"]["namespace"] = json!("elsewhere");
     assert!(
-        cut_off(&cluster, &jobs).is_empty(),
+        suspended_under(&cluster, &jobs).is_empty(),
         "another namespace's cluster"
     );
 }
