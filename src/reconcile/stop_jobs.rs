@@ -10,23 +10,20 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::controller::{Controller, Cx, Memo, Plan, Runs};
+use super::controller::{CALL_TIMEOUT, Controller, Cx, Memo, Plan, Runs};
 use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
+use crate::domain::labels::select;
 use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
 use crate::metrics::Metrics;
-use crate::world::background::Key;
-use crate::world::kube::calls::is_forbidden;
-use crate::world::kube::{KubeWorld, ray_job_resource};
-use crate::world::ray::{Dashboard, DashboardError};
+use crate::world::background::{Key, Kind, Scope};
+use crate::world::ray::DashboardError;
 use crate::world::watch::{Change, WatchEvent};
-use crate::world::{Background, World};
+use crate::world::{Background, WorldError};
 
 mod ray_table;
 
@@ -43,11 +40,10 @@ const PASS_TIMEOUTS: u32 = 4;
 /// looked at (one that is gone takes its unattributed-jobs series along); `asked` the
 /// submission ids this replica asked to stop, and when.
 pub struct StopJobs {
-    dashboard: Dashboard,
     asked: Memo,
 }
 
-impl Controller<KubeWorld> for StopJobs {
+impl<W: Background> Controller<W> for StopJobs {
     const KIND: &'static str = "RayJobStop";
 
     fn plan(config: &Config) -> Option<Plan> {
@@ -75,15 +71,13 @@ impl Controller<KubeWorld> for StopJobs {
         }
     }
 
-    fn new(config: &Config) -> Self {
-        let timeout = config.shared_clusters.stop_jobs.timeout_ms;
+    fn new(_: &Config) -> Self {
         Self {
-            dashboard: Dashboard::new(Duration::from_millis(timeout)),
             asked: Memo::default(),
         }
     }
 
-    fn keys(&self, cx: &Cx<'_, KubeWorld>) -> Vec<Key> {
+    fn keys(&self, cx: &Cx<'_, W>) -> Vec<Key> {
         let keys: BTreeSet<Key> = cx
             .world
             .shared_clusters(&cx.config.instance)
@@ -103,14 +97,12 @@ impl Controller<KubeWorld> for StopJobs {
         keys.into_iter().collect()
     }
 
-    async fn reconcile(&self, cx: &Cx<'_, KubeWorld>, key: &Key) -> Result<(), Failure> {
+    async fn reconcile(&self, cx: &Cx<'_, W>, key: &Key) -> Result<(), Failure> {
         self.asked.forget_older(STOPPING_FOR);
         let look = Look {
             world: cx.world,
-            client: cx.world.background_client(),
             config: cx.config,
             metrics: cx.metrics,
-            dashboard: &self.dashboard,
             asked: &self.asked,
         };
         cx.memo.note(Memo::id(key));
@@ -133,12 +125,10 @@ fn series((ns, name): &Key) -> crate::metrics::ClusterLabels {
     }
 }
 
-struct Look<'a> {
-    world: &'a KubeWorld,
-    client: &'a kube::Client,
+struct Look<'a, W> {
+    world: &'a W,
     config: &'a Config,
     metrics: &'a Metrics,
-    dashboard: &'a Dashboard,
     asked: &'a Memo,
 }
 
@@ -147,7 +137,7 @@ enum LookError {
     #[error(transparent)]
     Dashboard(#[from] DashboardError),
     #[error("reading the cluster's head pod: {0}")]
-    HeadPods(#[from] kube::Error),
+    HeadPods(#[from] WorldError),
     #[error("reading the cluster's auth token: {0}")]
     AuthSecret(String),
     #[error("the cluster's pass took longer than {0:?}; the rest waits for the next")]
@@ -164,7 +154,7 @@ impl LookError {
     }
 }
 
-impl Look<'_> {
+impl<W: Background> Look<'_, W> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
     async fn cluster(&self, key: &Key) -> Result<(), LookError> {
         let (ns, name) = key;
@@ -204,7 +194,7 @@ impl Look<'_> {
             None => None,
         };
         let auth = auth.as_deref();
-        let list = self.dashboard.submissions(&base, auth).await?;
+        let list = self.world.ray_jobs(&base, auth).await?;
         if list.truncated {
             tracing::warn!(namespace = %ns, cluster = %name, max = job_life::job_list::MAX_JOBS, "the dashboard lists more jobs than rayshare reads; the first ones are judged");
         }
@@ -251,16 +241,13 @@ impl Look<'_> {
 
     /// The head pod KubeRay reports for the cluster, as the API server has it (none yet:
     /// empty); [`job_life::head`] checks it is the one KubeRay made.
-    async fn head_pods(&self, ns: &str, cluster: &Value) -> Result<Vec<Value>, kube::Error> {
+    async fn head_pods(&self, ns: &str, cluster: &Value) -> Result<Vec<Value>, WorldError> {
         let Ok(name) = job_life::head_pod_name(cluster) else {
             return Ok(Vec::new());
         };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-        let pod = api.get_opt(name).await?;
-        Ok(pod
-            .and_then(|p| serde_json::to_value(p).ok())
-            .into_iter()
-            .collect())
+        let key = (ns.to_string(), name.to_string());
+        let pod = self.world.get(Kind::Pod, &key, CALL_TIMEOUT).await?;
+        Ok(pod.into_iter().collect())
     }
 
     /// A token-mode cluster's dashboard token, from the Secret KubeRay's own dashboard
@@ -271,32 +258,35 @@ impl Look<'_> {
         cluster: &Value,
         expected: &job_life::AuthSecret,
     ) -> Result<String, LookError> {
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        let secret = api.get(&expected.name).await.map_err(|e| {
-            let hint = if is_forbidden(&e) {
-                " (the chart grants reading it with rbac.rayAuthSecrets: true)"
-            } else {
-                ""
-            };
-            LookError::AuthSecret(format!("secret {}: {e}{hint}", expected.name))
-        })?;
-        let secret = serde_json::to_value(secret).unwrap_or_default();
+        let key = (ns.to_string(), expected.name.clone());
+        let read = self.world.get(Kind::Secret, &key, CALL_TIMEOUT).await;
+        let secret = read
+            .map_err(|e| {
+                let hint = if matches!(e, WorldError::Forbidden(_)) {
+                    " (the chart grants reading it with rbac.rayAuthSecrets: true)"
+                } else {
+                    ""
+                };
+                LookError::AuthSecret(format!("secret {}: {e}{hint}", expected.name))
+            })?
+            .ok_or_else(|| LookError::AuthSecret(format!("secret {}: not found", expected.name)))?;
         job_life::auth_token(&secret, cluster, expected)
             .map_err(|e| LookError::AuthSecret(e.to_string()))
     }
 
     /// Every RayJob that carries the token, as the API server has them.
-    async fn owner(&self, ns: &str, token: &str) -> Result<Vec<Value>, kube::Error> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
-        let params =
-            ListParams::default().labels(&crate::domain::labels::select::admitted_as(token));
-        let list = api.list(&params).await?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|job| serde_json::to_value(job).ok())
-            .collect())
+    async fn owner(&self, ns: &str, token: &str) -> Result<Vec<Value>, WorldError> {
+        let selector = select::admitted_as(token);
+        let scope = Scope {
+            kind: Kind::RayJob,
+            namespace: Some(ns),
+            labels: &selector,
+        };
+        let mut jobs = Vec::new();
+        self.world
+            .for_each(scope, &mut |job| jobs.push(job))
+            .await?;
+        Ok(jobs)
     }
 
     async fn stop(
@@ -311,7 +301,7 @@ impl Look<'_> {
         let meta = &cluster_object["metadata"];
         let ns = meta["namespace"].as_str().unwrap_or_default();
         let cluster = meta["name"].as_str().unwrap_or_default();
-        match self.dashboard.stop(base, &sub.id, token).await {
+        match self.world.stop_ray_job(base, &sub.id, token).await {
             Ok(stopped) => {
                 tracing::info!(namespace = %ns, cluster, submission = %sub.id, reason, stopped, "stopped the Ray job of a RayJob that is gone or over");
                 if stopped {
@@ -337,3 +327,7 @@ impl Look<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "stop_jobs/tests.rs"]
+mod tests;

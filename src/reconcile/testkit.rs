@@ -37,9 +37,14 @@ impl Kit {
         c.keys(&self.cx())
     }
 
-    /// One look of `C` at `key` (the in-memory world never waits).
+    /// One look of `C` at `key`, to its end (the in-memory world never waits; a
+    /// controller may bound its look in time, hence the runtime's timers).
     pub fn look<C: Controller<MemoryWorld>>(&self, c: &C, key: &Key) -> Result<(), Failure> {
-        futures::executor::block_on(c.reconcile(&self.cx(), key))
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(c.reconcile(&self.cx(), key))
     }
 
     /// What `event` wakes `C` for, looked at.

@@ -1,6 +1,6 @@
 //! What the controllers may ask of the outside, beside admission's [`World`]: the
 //! stored objects the watches hold, bounded writes that say what became of them, and
-//! lists of what the API server has now. The server implements it with kube
+//! lists of what the API server has now, and the Ray dashboards' job API. The server implements it with kube
 //! (`world/kube/background.rs`), tests and `rayshare mutate` with [`super::MemoryWorld`];
 //! both run the very same controllers.
 
@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+use super::ray::DashboardError;
 use super::{World, WorldError};
+use crate::domain::shared_cluster::job_life::job_list::JobList;
 
 /// (namespace, name) of what a controller looks at.
 pub type Key = (String, String);
@@ -25,6 +27,8 @@ pub enum Kind {
     /// Index claims.
     Lease,
     Pod,
+    /// Read only: a Ray cluster's dashboard token.
+    Secret,
 }
 
 impl Kind {
@@ -35,6 +39,7 @@ impl Kind {
             Self::PodGroup => "PodGroup",
             Self::Lease => "Lease",
             Self::Pod => "Pod",
+            Self::Secret => "Secret",
         }
     }
 
@@ -45,6 +50,7 @@ impl Kind {
             "PodGroup" => Self::PodGroup,
             "Lease" => Self::Lease,
             "Pod" => Self::Pod,
+            "Secret" => Self::Secret,
             _ => return None,
         })
     }
@@ -86,6 +92,33 @@ pub trait Background: World {
     fn stored_pods(&self) -> Vec<(Key, String)>;
     fn stored_pod(&self, namespace: &str, name: &str) -> Option<Value>;
 
+    /// One object as the API server has it now (`None`: not there).
+    fn get(
+        &self,
+        kind: Kind,
+        key: &Key,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Option<Value>, WorldError>> + Send;
+    /// The Ray jobs the dashboard at `base` lists (`token`: a dashboard in token mode).
+    fn ray_jobs(
+        &self,
+        base: &str,
+        token: Option<&str>,
+    ) -> impl Future<Output = Result<JobList, DashboardError>> + Send;
+    /// Stops Ray job `id`: `false` when it was over already.
+    fn stop_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> impl Future<Output = Result<bool, DashboardError>> + Send;
+    /// Deletes the record of Ray job `id`: `false` when it was gone already.
+    fn delete_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> impl Future<Output = Result<bool, DashboardError>> + Send;
     /// Creates the object: as the API server stored it when this call made it, `None`
     /// when one of that name exists already.
     fn create_new(

@@ -15,6 +15,7 @@ use crate::domain::cluster::ClusterInfo;
 use crate::domain::events::Event;
 use crate::domain::indices;
 use crate::domain::indices::Slot;
+use crate::domain::shared_cluster::job_life::Submission;
 
 mod background;
 
@@ -46,6 +47,10 @@ pub struct MemoryWorld {
     pub went_idle: Mutex<HashMap<(String, String), k8s_openapi::jiff::Timestamp>>,
     /// Every merge patch written, in order.
     pub patches: Mutex<Vec<Patched>>,
+    /// The Ray jobs each dashboard (by base URL) lists.
+    pub ray_jobs: Mutex<HashMap<String, Vec<Submission>>>,
+    /// Every call to a dashboard that changes something: `stop <id>`, `delete <id>`.
+    pub ray_calls: Mutex<Vec<String>>,
 }
 
 /// A merge patch written: to which kind, (namespace, name), and the patch.

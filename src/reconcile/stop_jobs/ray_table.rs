@@ -5,15 +5,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use kube::api::{Api, DynamicObject, ListParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::Look;
 use crate::cause::Cause;
 use crate::domain::shared_cluster::job_life::{self, Submission};
-use crate::world::kube::ray_job_resource;
+use crate::world::background::{Kind, Scope};
+use crate::world::{Background, WorldError};
 
-impl Look<'_> {
+impl<W: Background> Look<'_, W> {
     /// Deletes the records of `submissions` (the cluster's, as just listed) that are over
     /// and whose token no RayJob of namespace `ns` carries: neither in `cached` (this
     /// namespace's stored jobs by token) nor, read afresh, on the API server.
@@ -49,7 +50,7 @@ impl Look<'_> {
             job_life::DELETIONS_PER_PASS,
         );
         for sub in gone {
-            match self.dashboard.delete(base, &sub.id, auth).await {
+            match self.world.delete_ray_job(base, &sub.id, auth).await {
                 Ok(deleted) => {
                     tracing::debug!(namespace = %ns, cluster, submission = %sub.id, status = %sub.status, deleted, "deleted the record of a finished Ray job whose RayJob is gone");
                     if deleted {
@@ -66,26 +67,23 @@ impl Look<'_> {
 
     /// The tokens of every RayJob of `ns` that carries one, as the API server has them
     /// (metadata only, page by page).
-    async fn tokens(&self, ns: &str) -> Result<HashSet<String>, kube::Error> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), ns, &ray_job_resource());
-        let api = &api;
+    async fn tokens(&self, ns: &str) -> Result<HashSet<String>, WorldError> {
+        let scope = Scope {
+            kind: Kind::RayJob,
+            namespace: Some(ns),
+            labels: job_life::TOKEN_LABEL,
+        };
         let mut tokens = HashSet::new();
-        crate::world::kube::calls::for_each_page(
-            ListParams::default().labels(job_life::TOKEN_LABEL),
-            |p| async move { api.list_metadata(&p).await },
-            |job| {
-                if let Some(token) = job
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(job_life::TOKEN_LABEL))
-                {
-                    tokens.insert(token.clone());
-                }
-            },
-        )
-        .await?;
+        let mut note = |job: ObjectMeta| {
+            let token = job
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(job_life::TOKEN_LABEL));
+            if let Some(token) = token {
+                tokens.insert(token.clone());
+            }
+        };
+        self.world.for_each_metadata(scope, &mut note).await?;
         Ok(tokens)
     }
 }

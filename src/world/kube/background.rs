@@ -15,7 +15,9 @@ use serde_json::Value;
 use super::calls::{bounded, for_each_page, is_conflict, is_not_found};
 use super::{KubeWorld, resources};
 use crate::domain::labels;
+use crate::domain::shared_cluster::job_life::job_list::JobList;
 use crate::world::background::{Background, Key, Kind, Scope, Written};
+use crate::world::ray::DashboardError;
 use crate::world::{WorldError, kube::calls::to_world_error};
 
 pub(crate) fn resource(kind: Kind) -> ApiResource {
@@ -25,6 +27,7 @@ pub(crate) fn resource(kind: Kind) -> ApiResource {
         Kind::PodGroup => resources::pod_group_resource(),
         Kind::Lease => resources::lease_resource(),
         Kind::Pod => ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+        Kind::Secret => ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
     }
 }
 
@@ -122,6 +125,39 @@ impl Background for KubeWorld {
             .as_ref()?
             .get(&ObjectRef::new(name).within(namespace))?;
         serde_json::to_value(pod.as_ref()).ok()
+    }
+
+    async fn get(
+        &self,
+        kind: Kind,
+        (ns, name): &Key,
+        timeout: Duration,
+    ) -> Result<Option<Value>, WorldError> {
+        let api = api(&self.background, kind, Some(ns));
+        let found = bounded(timeout, api.get_opt(name)).await?;
+        Ok(found.map_err(to_world_error)?.as_ref().and_then(value_of))
+    }
+
+    async fn ray_jobs(&self, base: &str, token: Option<&str>) -> Result<JobList, DashboardError> {
+        self.dashboard.submissions(base, token).await
+    }
+
+    async fn stop_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
+        self.dashboard.stop(base, id, token).await
+    }
+
+    async fn delete_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
+        self.dashboard.delete(base, id, token).await
     }
 
     async fn create_new(

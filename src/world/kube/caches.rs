@@ -188,6 +188,9 @@ impl KubeWorld {
             ),
             events,
             cluster_reads: Default::default(),
+            dashboard: crate::world::ray::Dashboard::new(std::time::Duration::from_millis(
+                config.shared_clusters.stop_jobs.timeout_ms,
+            )),
             unconfirmed,
         });
         // What admission reads: a replica that counted no jobs yet would fill a pool

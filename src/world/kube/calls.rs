@@ -34,11 +34,6 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     api_code(e) == Some(404)
 }
 
-/// 403: RBAC (or a policy) refused the call.
-pub fn is_forbidden(e: &kube::Error) -> bool {
-    api_code(e) == Some(403)
-}
-
 /// 409: a conflict (AlreadyExists, or a precondition or resourceVersion that no longer holds).
 pub fn is_conflict(e: &kube::Error) -> bool {
     api_code(e) == Some(409)

@@ -52,6 +52,8 @@ pub struct KubeWorld {
     events: Option<events::EventSink>,
     /// Admission's reads of clusters the cache does not hold, shared.
     cluster_reads: cluster_reads::ClusterReads,
+    /// The shared clusters' Ray dashboards (the job stopper's calls).
+    dashboard: crate::world::ray::Dashboard,
     /// Groups made at admission whose pods the pod watch has not shown stored yet.
     unconfirmed: Arc<std::sync::Mutex<crate::domain::unconfirmed::Unconfirmed>>,
 }

@@ -9,8 +9,11 @@ use serde_json::Value;
 
 use super::{MemoryWorld, key};
 use crate::domain::labels;
+use crate::domain::shared_cluster::job_life::Submission;
+use crate::domain::shared_cluster::job_life::job_list::JobList;
 use crate::world::WorldError;
 use crate::world::background::{Background, Key, Kind, Scope, Written};
+use crate::world::ray::DashboardError;
 
 fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object
@@ -61,6 +64,26 @@ impl MemoryWorld {
             .filter(|o| Kind::of(o) == Some(kind) && in_namespace(o, namespace))
             .cloned()
             .collect()
+    }
+
+    /// Records `what id` and applies `change` to the submission: its answer, or `false`
+    /// when the dashboard lists no such job.
+    fn ray_call(
+        &self,
+        base: &str,
+        id: &str,
+        what: &str,
+        change: impl FnOnce(&mut Submission) -> bool,
+    ) -> bool {
+        self.ray_calls
+            .lock()
+            .expect("not poisoned")
+            .push(format!("{what} {id}"));
+        let mut listed = self.ray_jobs.lock().expect("not poisoned");
+        let sub = listed
+            .get_mut(base)
+            .and_then(|subs| subs.iter_mut().find(|s| s.id == id));
+        sub.is_some_and(change)
     }
 
     fn fail(&self) -> Result<(), WorldError> {
@@ -123,6 +146,65 @@ impl Background for MemoryWorld {
         self.stored_of(Kind::Pod, Some(namespace))
             .into_iter()
             .find(|p| str_at(p, "/metadata/name") == name)
+    }
+
+    async fn get(
+        &self,
+        kind: Kind,
+        (ns, name): &Key,
+        _timeout: Duration,
+    ) -> Result<Option<Value>, WorldError> {
+        let scope = Scope {
+            kind,
+            namespace: Some(ns),
+            labels: "",
+        };
+        let found = self.everything(scope).into_iter();
+        Ok(found
+            .into_iter()
+            .find(|o| str_at(o, "/metadata/name") == name))
+    }
+
+    async fn ray_jobs(&self, base: &str, _token: Option<&str>) -> Result<JobList, DashboardError> {
+        let listed = self.ray_jobs.lock().expect("not poisoned");
+        let submissions = listed
+            .get(base)
+            .cloned()
+            .ok_or_else(|| DashboardError::Failed {
+                url: base.to_string(),
+                message: "no such dashboard".into(),
+            })?;
+        Ok(JobList {
+            submissions,
+            truncated: false,
+        })
+    }
+
+    async fn stop_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        _token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
+        Ok(self.ray_call(base, id, "stop", |s| {
+            let was_active = s.active();
+            s.status = "STOPPED".into();
+            was_active
+        }))
+    }
+
+    async fn delete_ray_job(
+        &self,
+        base: &str,
+        id: &str,
+        _token: Option<&str>,
+    ) -> Result<bool, DashboardError> {
+        let deleted = self.ray_call(base, id, "delete", |_| true);
+        let mut listed = self.ray_jobs.lock().expect("not poisoned");
+        if let Some(subs) = listed.get_mut(base) {
+            subs.retain(|s| s.id != id);
+        }
+        Ok(deleted)
     }
 
     async fn create_new(
