@@ -1,7 +1,10 @@
 //! Replica and host indices for multi-host Ray worker pods (pure parts).
 //!
-//! Which slot is free is decided here; which slot a pod *gets* is decided by the API
-//! server (see `world/kube/claims.rs`): a cache cannot make indices unique.
+//! Which slot is free is decided here, and what a group's claims mean for the next one
+//! (`claims`); which slot a pod *gets* is decided by the API server (see
+//! `world/kube/claims/`): a cache cannot make indices unique.
+
+pub(crate) mod claims;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::KnownClaims;
-use super::judge::Claim;
 use crate::domain::indices::Slot;
+use crate::domain::indices::claims::Claim;
 use crate::domain::labels;
 use crate::world::IndexRequest;
 use crate::world::kube::calls::bounded;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::block::OpenBlock;
-use super::judge::{Claim, Judged};
 use crate::domain::indices::Slot;
+use crate::domain::indices::claims::{Claim, Judged};
 
 /// What this replica knows of a group's claims: the slots taken at its last list, plus
 /// those it found or made taken since. Trusted for a moment, so a burst of one group's

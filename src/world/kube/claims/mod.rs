@@ -19,13 +19,15 @@ use crate::domain::labels::INDEX_CLAIM;
 use crate::world::{Claimed, IndexRequest, WorldError};
 
 mod block;
-mod judge;
 mod known;
+mod read;
 pub(super) use known::KnownClaims;
 
 /// How often a pod waiting on claims in flight looks again.
 const WAIT_POLL: Duration = Duration::from_millis(100);
-use judge::{Claim, Judged, Next, inside, judge, next_claim, still_unheld};
+use crate::domain::indices::claims::{
+    Claim, Judged, Next, inside, judge, next_claim, still_unheld,
+};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts
 /// with nothing known.

@@ -1,14 +1,11 @@
-//! What a group's claims mean for the next one (pure: the claim loop's decisions).
+//! What a group's claims mean for the next one (pure: the claim loop's decisions, which
+//! `world/kube/claims/` carries out; a claim is read from its Lease there, `read.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kube::api::DynamicObject;
-use kube::core::PartialObjectMeta;
-
+use crate::domain::cluster::WorkerGroup;
 use crate::domain::indices::{MAX_HOSTS, Slot};
-use crate::domain::labels;
-use crate::world::WorkerGroup;
 
 /// What a block claim (a whole replica, see `block.rs`) says beyond its replica.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,35 +38,6 @@ impl Claim {
             span.hosts = span.hosts.min(hosts);
         }
         self
-    }
-
-    pub(crate) fn read(o: &PartialObjectMeta<DynamicObject>) -> Option<Self> {
-        let m = &o.metadata;
-        Some(Self {
-            name: m.name.clone()?,
-            uid: m.uid.clone().unwrap_or_default(),
-            resource_version: m.resource_version.clone().unwrap_or_default(),
-            slot: Slot::of_labels(m.labels.as_ref()?)?,
-            owner: m
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.kind == "RayCluster")
-                .map(|o| o.uid.clone()),
-            age: crate::world::kube::calls::least_age(m),
-            span: m
-                .labels
-                .as_ref()?
-                .get(labels::CLAIM_HOSTS)
-                .map(|hosts| Span {
-                    // Anyone may write a Lease in the namespace: bound what it makes us do.
-                    hosts: hosts.parse::<u32>().unwrap_or(MAX_HOSTS).min(MAX_HOSTS),
-                    assigned: m
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(labels::HOSTS_ASSIGNED)?.parse().ok()),
-                }),
-        })
     }
 }
 
