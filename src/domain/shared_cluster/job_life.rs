@@ -364,3 +364,6 @@ pub use dashboard::*;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod suspended_tests;
