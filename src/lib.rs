@@ -2,11 +2,11 @@
 //! cluster configs on shared RayClusters, gives Volcano pods their own PodGroups, and
 //! gives multi-host Ray worker pods unique replica/host indices.
 //!
-//! Functional core: `domain` (pure planners per feature, importing nothing from the
-//! shell). `admission` runs them for one request against a `world::World` (what the caches
-//! know). Imperative shell: `http` (server, TLS, router, admin), `world::kube` (caches,
-//! calls, index claims), `reconcile` (provisioners that make what stored objects need,
-//! and the leader's reconcilers). See ARCHITECTURE.md.
+//! Functional core: `domain` (pure rules, importing only `config`'s plain types).
+//! `admission` runs them for one request against a `world::World`; the controllers of
+//! `reconcile` run them in the background against a `world::Background`. Imperative
+//! shell: `world::kube` (caches, calls, index claims; both ports), `http` (server, TLS,
+//! router, admin), `app` (the whole server). See ARCHITECTURE.md.
 
 pub mod admission;
 pub mod app;
