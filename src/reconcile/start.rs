@@ -73,6 +73,9 @@ pub fn table() -> [Row; 7] {
 pub struct Started {
     tasks: Vec<JoinHandle<()>>,
     leader: Option<(watch::Sender<bool>, JoinHandle<()>)>,
+    /// Holds the controllers' wake-up senders while they run, whichever watches run: a
+    /// controller whose wake-ups all went would stop.
+    publish: Option<Publish>,
 }
 
 impl Started {
@@ -80,10 +83,17 @@ impl Started {
     /// or provisioner), then gives the lease up, so another replica leads at once, not
     /// when it expires.
     pub async fn stop(self) {
-        for task in self.tasks {
+        let Self {
+            tasks,
+            leader,
+            publish,
+        } = self;
+        for task in tasks {
             task.abort();
         }
-        if let Some((stop, mut task)) = self.leader {
+        // The caches may still publish: to no one now.
+        drop(publish);
+        if let Some((stop, mut task)) = leader {
             let _ = stop.send(true);
             if tokio::time::timeout(RELEASE_TIMEOUT, &mut task)
                 .await
@@ -95,7 +105,6 @@ impl Started {
     }
 }
 
-/// Where the caches publish: each enabled controller's trigger, and its wake-ups.
 /// A controller's trigger and where its wake-ups go.
 type Wake = (fn(&WatchEvent) -> Option<Key>, UnboundedSender<Key>);
 
@@ -129,11 +138,15 @@ pub fn start(
         wakes.push((row.trigger, tx));
         receivers.push(rx);
     }
-    let world = world(publisher(wakes));
+    let publish = publisher(wakes);
+    let world = world(publish.clone());
     let leads = enabled
         .iter()
         .any(|(_, plan)| plan.runs == Runs::WhileLeading);
-    let mut started = Started::default();
+    let mut started = Started {
+        publish: Some(publish),
+        ..Started::default()
+    };
     let (leading_tx, leading) = watch::channel(false);
     if leads {
         let (stop_tx, stop) = watch::channel(false);
@@ -174,6 +187,37 @@ mod tests {
             "SharedClusterSuspended",
         ];
         assert_eq!(kinds, known);
+    }
+
+    /// Each event wakes each controller its trigger names, with the key it names.
+    #[test]
+    fn the_publisher_wakes_the_controllers_an_event_concerns() {
+        let rows = table();
+        let mut receivers = Vec::new();
+        let wakes = rows
+            .iter()
+            .map(|row| {
+                let (tx, rx) = unbounded_channel();
+                receivers.push((row.kind, rx));
+                (row.trigger, tx)
+            })
+            .collect();
+        let publish = publisher(wakes);
+        let cluster = ("ns".to_string(), "c".to_string());
+        publish(&WatchEvent::RayJob {
+            change: crate::world::watch::Change::Deleted,
+            cluster: cluster.clone(),
+            over: false,
+        });
+        let woken: Vec<_> = receivers
+            .iter_mut()
+            .filter_map(|(kind, rx)| Some((*kind, rx.try_recv().ok()?)))
+            .collect();
+        let expected = [
+            ("SharedClusterProvision", cluster.clone()),
+            ("RayJobStop", cluster),
+        ];
+        assert_eq!(woken, expected);
     }
 
     #[test]
