@@ -51,13 +51,6 @@ pub struct Said {
 }
 
 impl Said {
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no reclaimer passes the head yet (src/reconcile is being refactored)"
-        )
-    )]
     pub fn of(list: &JobList, at: Timestamp) -> Self {
         Self {
             at,
@@ -81,13 +74,6 @@ impl Said {
 
 /// What the reclaimer knows of a cluster's head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "no reclaimer passes the head yet (src/reconcile is being refactored)"
-    )
-)]
 pub enum Head {
     /// Not asked (the job stopper is off): the RayJobs alone decide, as before.
     NotAsked,

@@ -176,6 +176,7 @@ impl Background for MemoryWorld {
             })?;
         Ok(JobList {
             submissions,
+            drivers_running: 0,
             truncated: false,
         })
     }
