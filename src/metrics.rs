@@ -216,7 +216,7 @@ impl Default for Metrics {
         let jobs_woken = Counter::default();
         registry.register(
             "jobs_woken",
-            "RayJobs that waited for their shared cluster, touched once it was made so KubeRay takes them up at once",
+            "RayJobs that waited for their shared cluster, touched when it was made and again when it became ready, so KubeRay takes them up at once",
             jobs_woken.clone(),
         );
         let jobs_cut_off = Counter::default();

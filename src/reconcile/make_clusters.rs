@@ -181,13 +181,23 @@ async fn make<W: Background>(
 /// rather than after its retry delay (which grows with the wait, to 1,000 s).
 async fn wake<W: Background>(cx: &Cx<'_, W>, ns: &str, jobs: &[Value]) {
     let made = Timestamp::now();
-    let patch = wake_patch(made);
-    for job in jobs_to_wake(jobs, made) {
+    wake_jobs(cx, ns, jobs_to_wake(jobs, made), &wake_patch(made)).await;
+}
+
+/// Writes `patch` (the wake annotation) on each of `jobs` in `ns`: a change KubeRay's
+/// RayJob controller sees at once.
+pub(super) async fn wake_jobs<'a, W: Background>(
+    cx: &Cx<'_, W>,
+    ns: &str,
+    jobs: impl IntoIterator<Item = &'a Value>,
+    patch: &Value,
+) {
+    for job in jobs {
         let name = job["metadata"]["name"].as_str().unwrap_or_default();
         let key = (ns.to_string(), name.to_string());
         let woke = cx
             .world
-            .patch(Kind::RayJob, &key, &patch, timeout(cx.config));
+            .patch(Kind::RayJob, &key, patch, timeout(cx.config));
         match woke.await {
             Ok(Written::Done) => {
                 tracing::info!(namespace = %ns, job = name, "woke a RayJob that waited for its cluster");

@@ -22,5 +22,6 @@ mod store;
 pub(crate) mod suspended;
 #[cfg(test)]
 mod testkit;
+pub(crate) mod wake_on_ready;
 
 pub use elector::Election;

@@ -19,6 +19,7 @@ use super::reclaim::Reclaim;
 use super::runner::{self, Schedule};
 use super::stop_jobs::StopJobs;
 use super::suspended::Suspended;
+use super::wake_on_ready::WakeOnReady;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::world::background::Key;
@@ -56,7 +57,7 @@ fn row<C: Controller<KubeWorld>>() -> Row {
 }
 
 /// Every controller rayshare has.
-pub fn table() -> [Row; 7] {
+pub fn table() -> [Row; 8] {
     [
         row::<MakeClusters>(),
         row::<MakeGroups>(),
@@ -65,6 +66,7 @@ pub fn table() -> [Row; 7] {
         row::<OrphanClaims>(),
         row::<StopJobs>(),
         row::<Suspended>(),
+        row::<WakeOnReady>(),
     ]
 }
 
@@ -185,6 +187,7 @@ mod tests {
             "IndexClaim",
             "RayJobStop",
             "SharedClusterSuspended",
+            "SharedClusterReady",
         ];
         assert_eq!(kinds, known);
     }
@@ -228,7 +231,7 @@ mod tests {
             .filter(|row| (row.plan)(&config).is_some())
             .map(|row| row.kind)
             .collect();
-        assert_eq!(on.len(), 7, "{on:?}");
+        assert_eq!(on.len(), 8, "{on:?}");
         let mut off = Config::default();
         off.shared_clusters.enabled = false;
         off.pod_groups.enabled = false;

@@ -103,6 +103,8 @@ pub fn rewritten_job(ns: &str, name: &str, created: &str) -> (Value, Key) {
     job["metadata"]["namespace"] = json!(ns);
     job["metadata"]["uid"] = json!(format!("uid-{name}"));
     job["metadata"]["creationTimestamp"] = json!(created);
+    // As admission labels it (the shell does, not the plan).
+    job["metadata"]["labels"][crate::domain::labels::INSTANCE] = json!(by.instance);
     let cluster = job["spec"]["clusterSelector"]["ray.io/cluster"]
         .as_str()
         .unwrap()
