@@ -4,6 +4,7 @@
 //!
 //! Shared by the HTTPS server and the offline `rayshare mutate`.
 
+mod hedge;
 mod indices;
 pub(crate) mod patch;
 mod pod_group;

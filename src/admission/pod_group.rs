@@ -13,6 +13,7 @@
 //! pod took up is deleted after `podGroups.unconfirmedGraceSeconds`
 //! (`reconcile::pod_groups`).
 
+use super::hedge;
 use super::work::Work;
 use crate::cause::Cause;
 use crate::domain::labels::Meta;
@@ -100,8 +101,16 @@ impl<W: World> Work<'_, W> {
             labels::INSTANCE,
             &self.cfg.instance,
         );
-        let timeout = self.budget(cfg.create_timeout_ms);
-        match self.world.create(&group, timeout).await {
+        // A try not answered within half its bound is sent again (`hedge`): each try
+        // within `createTimeoutMs`, both within the admission's budget.
+        let per_try = cfg.create_timeout_ms;
+        let first = self.world.create(&group, self.budget(per_try));
+        let after = std::time::Duration::from_millis(per_try / 2).min(self.budget(per_try));
+        let again = || {
+            tracing::info!(uid = %self.req.uid, group = %name, after_ms = after.as_millis() as u64, "PodGroup create not answered yet: sent again");
+            self.world.create(&group, self.budget(per_try))
+        };
+        match hedge::first_ok(first, after, again).await {
             Ok(Created::Created) => {
                 self.count(|m| &m.created, "PodGroup");
                 self.ensured.push(group);
