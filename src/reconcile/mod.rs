@@ -195,6 +195,7 @@ pub fn spawn_all(
         return Reconcilers::default();
     }
     let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    world.follow_leadership(leading.clone());
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let leader = tokio::spawn(lead(
         client.clone(),

@@ -183,6 +183,7 @@ impl KubeWorld {
             events,
             cluster_reads: Default::default(),
             unconfirmed,
+            leading: Default::default(),
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

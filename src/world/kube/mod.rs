@@ -49,6 +49,9 @@ pub struct KubeWorld {
     cluster_reads: cluster_reads::ClusterReads,
     /// Groups made at admission whose pods the pod watch has not shown stored yet.
     unconfirmed: Arc<std::sync::Mutex<crate::domain::unconfirmed::Unconfirmed>>,
+    /// Whether this replica leads the reconcilers, once an election runs: the end of a
+    /// group its index blocks are opened from (`claims::next::Side`).
+    leading: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
@@ -63,6 +66,11 @@ pub struct Wakeups {
 impl KubeWorld {
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Follows the reconcilers' leader election (set once; later calls change nothing).
+    pub fn follow_leadership(&self, leading: tokio::sync::watch::Receiver<bool>) {
+        let _ = self.leading.set(leading);
     }
 
     /// Where the reconcilers record their Events.
