@@ -184,6 +184,10 @@ impl KubeWorld {
             cluster_reads: Default::default(),
             unconfirmed,
             leading: Default::default(),
+            made_here: std::sync::Mutex::new(crate::domain::made_here::MadeHere::new(
+                std::time::Duration::from_secs(config.pod_groups.unconfirmed_grace_seconds),
+                crate::domain::unconfirmed::IN_ALL,
+            )),
         });
         let wakeups = Wakeups {
             clusters: config.shared_clusters.enabled.then_some(wakeups.1),

@@ -52,6 +52,9 @@ pub struct KubeWorld {
     /// Whether this replica leads the reconcilers, once an election runs: the end of a
     /// group its index blocks are opened from (`claims::next::Side`).
     leading: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
+    /// PodGroups made here, for the provisioner's create of the same group
+    /// (`domain::made_here`).
+    made_here: std::sync::Mutex<crate::domain::made_here::MadeHere>,
 }
 
 /// (namespace, name) of what the provisioners should look at: shared clusters whose
@@ -177,8 +180,32 @@ impl World for KubeWorld {
     /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
     async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
         let deadline = Instant::now() + timeout;
-        if self.try_create(object, timeout).await?.is_some() {
-            return Ok(Created::Created);
+        let kept = (object["kind"] == "PodGroup").then(|| {
+            let meta = &object["metadata"];
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&meta["namespace"]), text(&meta["name"]))
+        });
+        let made_here = || self.made_here.lock().expect("not poisoned");
+        if let Some((ns, name)) = &kept
+            && let Some(found) = made_here().take(ns, name, std::time::Instant::now())
+        {
+            return Ok(Created::Exists(found));
+        }
+        let api = api_for(&self.client, object)?;
+        let dynamic: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
+        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
+            Ok(made) => {
+                if let Some((ns, name)) = kept {
+                    let mut meta = made.metadata;
+                    meta.managed_fields = None;
+                    let made = json!({"metadata": meta});
+                    made_here().put(&ns, &name, made, std::time::Instant::now());
+                }
+                return Ok(Created::Created);
+            }
+            Err(e) if is_already_exists(&e) => {}
+            Err(e) => return Err(to_world_error(e)),
         }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let left = deadline.saturating_duration_since(Instant::now());

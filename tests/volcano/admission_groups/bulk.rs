@@ -29,6 +29,7 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
     let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
 
+    let calls_before = pod_group_calls(&env).await;
     let started = Instant::now();
     let results: Vec<(usize, Duration, Result<Pod, kube::Error>)> = stream::iter(0..PODS)
         .map(|i| {
@@ -109,9 +110,18 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         &ungrouped[..ungrouped.len().min(5)]
     );
     let groups = one_group_each(&env, &created).await;
+    let calls: BTreeMap<String, i64> = pod_group_calls(&env)
+        .await
+        .into_iter()
+        .map(|(verb, n)| {
+            let before = calls_before[&verb];
+            (verb, n - before)
+        })
+        .collect();
     eprintln!(
-        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
-        started.elapsed().as_secs_f64()
+        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create; \
+         PodGroup calls to the API server meanwhile (every client's, other tests' too): {calls:?}",
+        started.elapsed().as_secs_f64(),
     );
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
     for g in &groups {
@@ -178,4 +188,23 @@ fn admission_times(log: &str) -> String {
         at(0.99),
         max / 1000
     )
+}
+
+/// PodGroup calls the API server answered so far, by verb (every client's).
+async fn pod_group_calls(env: &TestEnv) -> BTreeMap<String, i64> {
+    let request = axum::http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap();
+    let metrics = env.admin.request_text(request).await.unwrap();
+    let mut calls = BTreeMap::new();
+    for verb in ["POST", "GET", "PATCH"] {
+        let with = [
+            "resource=\"podgroups\"",
+            &format!("verb=\"{verb}\""),
+            "dry_run=\"\"",
+        ];
+        let n = metric_sum(&metrics, "apiserver_request_total{", &with) as i64;
+        calls.insert(verb.to_string(), n);
+    }
+    calls
 }
