@@ -102,12 +102,18 @@ mod tests {
         assert!(made.is_empty());
     }
 
-    #[test]
-    fn gone_after_the_grace() {
+    /// `first` made (as 1) at the returned time, `second` (as 2) `apart` seconds later.
+    fn two_made(first: &str, second: &str, apart: u64) -> (Instant, MadeHere) {
         let t0 = Instant::now();
         let mut made = MadeHere::new(GRACE, 8);
-        made.put("ns", "a", json!(1), t0);
-        made.put("ns", "b", json!(2), t0 + Duration::from_secs(5));
+        made.put("ns", first, json!(1), t0);
+        made.put("ns", second, json!(2), t0 + Duration::from_secs(apart));
+        (t0, made)
+    }
+
+    #[test]
+    fn gone_after_the_grace() {
+        let (t0, mut made) = two_made("a", "b", 5);
         assert_eq!(made.take("ns", "a", t0 + GRACE), None);
         assert_eq!(made.len(), 1);
         assert_eq!(made.take("ns", "b", t0 + GRACE), Some(json!(2)));
@@ -127,10 +133,7 @@ mod tests {
 
     #[test]
     fn made_again_counts_from_the_new_time() {
-        let t0 = Instant::now();
-        let mut made = MadeHere::new(GRACE, 8);
-        made.put("ns", "a", json!(1), t0);
-        made.put("ns", "a", json!(2), t0 + Duration::from_secs(8));
+        let (t0, mut made) = two_made("a", "a", 8);
         // The first noting's expiry leaves the second in place.
         let at = t0 + GRACE + Duration::from_secs(1);
         assert_eq!(made.take("ns", "a", at), Some(json!(2)));
