@@ -1,13 +1,14 @@
-//! Objects this replica's admissions made, as the API server answered their create, kept
+//! Objects this replica made through the API server, noted (with their resourceVersion)
 //! for the next create of the same object (pure; time is passed in).
 //!
 //! A PodGroup made at admission is created again by the provisioner once the pod is
 //! stored; through the API server that is a create refused `AlreadyExists` (through
 //! Volcano's PodGroup webhook and rayshare's own-objects policy), then a read. In a
-//! burst those two calls per pod, beside admission's one create, are load on the API
+//! burst the refused creates, one per pod beside admission's own, are load on the API
 //! server that admission's creates wait behind. The provisioner's create finds the
-//! group here instead, once, within `grace`; past it, or after a restart, it asks the
-//! API server as before.
+//! group noted here instead, once, within `grace`, and only reads it (it may have gone
+//! meanwhile: then it is made again); past the grace, or after a restart, it asks the API
+//! server as before.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -18,7 +19,7 @@ use serde_json::Value;
 pub struct MadeHere {
     grace: Duration,
     cap: usize,
-    /// (namespace, name) -> when it was made, and the object as the API server answered.
+    /// (namespace, name) -> when it was made, and what was noted of it.
     made: HashMap<(String, String), (Instant, Value)>,
     /// Made in time order, for expiry and the cap; an entry taken earlier is skipped.
     order: VecDeque<(Instant, String, String)>,

@@ -186,21 +186,25 @@ impl World for KubeWorld {
             (text(&meta["namespace"]), text(&meta["name"]))
         });
         let made_here = || self.made_here.lock().expect("not poisoned");
+        let api = api_for(&self.client, object)?;
+        // Made here: a create would be refused, a read says whether it is still there.
         if let Some((ns, name)) = &kept
-            && let Some(found) = made_here().take(ns, name, std::time::Instant::now())
+            && made_here().take(ns, name, Instant::now()).is_some()
+            && let Some(found) = bounded(timeout, api.get_opt(name))
+                .await?
+                .map_err(to_world_error)?
         {
+            let found = serde_json::to_value(found).map_err(|e| WorldError::Api(e.to_string()))?;
             return Ok(Created::Exists(found));
         }
-        let api = api_for(&self.client, object)?;
+        let left = deadline.saturating_duration_since(Instant::now());
         let dynamic: DynamicObject =
             serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
-        match bounded(timeout, api.create(&PostParams::default(), &dynamic)).await? {
+        match bounded(left, api.create(&PostParams::default(), &dynamic)).await? {
             Ok(made) => {
                 if let Some((ns, name)) = kept {
-                    let mut meta = made.metadata;
-                    meta.managed_fields = None;
-                    let made = json!({"metadata": meta});
-                    made_here().put(&ns, &name, made, std::time::Instant::now());
+                    let version = made.metadata.resource_version.unwrap_or_default();
+                    made_here().put(&ns, &name, json!(version), Instant::now());
                 }
                 return Ok(Created::Created);
             }
