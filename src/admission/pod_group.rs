@@ -100,8 +100,9 @@ impl<W: World> Work<'_, W> {
             labels::INSTANCE,
             &self.cfg.instance,
         );
-        let timeout = self.budget(cfg.create_timeout_ms);
-        match self.world.create(&group, timeout).await {
+        // The kube world sends a slow try again (`world::kube::hedge`).
+        let per_try = cfg.create_timeout_ms;
+        match self.world.create(&group, self.budget(per_try)).await {
             Ok(Created::Created) => {
                 self.count(|m| &m.created, "PodGroup");
                 self.ensured.push(group);

@@ -224,7 +224,9 @@ pub struct PodGroups {
     pub orphan_grace_seconds: u64,
     /// How often the orphan reconciler runs.
     pub reconcile_interval_seconds: u64,
-    /// Upper bound on each API call of the PodGroup provisioner.
+    /// Upper bound on each API call of the PodGroup provisioner, and on each try of
+    /// admission's create (one unanswered in half of it is sent again, both within
+    /// `admissionTimeoutMs`).
     pub create_timeout_ms: u64,
     /// Deny a Volcano pod whose shape rayshare does not understand.
     pub deny_on_error: bool,

@@ -6,6 +6,7 @@ pub mod drain;
 pub mod events;
 pub mod indices;
 pub mod labels;
+pub mod made_here;
 pub(crate) mod naming;
 pub mod orphans;
 pub mod pod_group;

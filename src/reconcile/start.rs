@@ -150,6 +150,8 @@ pub fn start(
         ..Started::default()
     };
     let (leading_tx, leading) = watch::channel(false);
+    // Which end of a group the index blocks are opened from follows the lease.
+    world.follow_leadership(leading.clone());
     if leads {
         let (stop_tx, stop) = watch::channel(false);
         let client = world.background_client().clone();

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
+
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
@@ -11,6 +13,8 @@ use crate::harness::*;
 
 const HOSTS: u32 = 4;
 const REPLICAS: u32 = 32;
+/// Group b's replicas (the restart test's group).
+const B_REPLICAS: u32 = 8;
 
 fn worker(cluster: &str, group: &str, shard: usize) -> Pod {
     serde_json::from_value(json!({
@@ -85,16 +89,16 @@ async fn create_workers(
 
 #[tokio::test]
 async fn concurrent_workers_on_two_instances_get_unique_indices() {
-    // 128 creates at once, with the other tests, on 2 cores: budgets that leave the
-    // claims time (this test is about uniqueness; a claim that times out fails open).
-    let config = "admissionTimeoutMs: 15000\nindices:\n  claimTimeoutMs: 15000\n  reconcileIntervalSeconds: 1\n  setHostname: true\n  tpuEnv: true\n";
+    // 128 creates at once, with the other tests, on 2 cores, within the shipped budgets
+    // (admission and claims): no pod may fail open.
+    let config = "indices:\n  reconcileIntervalSeconds: 1\n  setHostname: true\n  tpuEnv: true\n";
     let mut env = TestEnv::new("indices", config, 2).await;
     let cluster = json!({"apiVersion": "ray.io/v1", "kind": "RayCluster",
         "metadata": {"name": "tpu", "namespace": env.ns},
         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray"}]}}},
                  "workerGroupSpecs": [
                     {"groupName": "a", "replicas": REPLICAS, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}},
-                    {"groupName": "b", "replicas": 8, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
+                    {"groupName": "b", "replicas": B_REPLICAS, "numOfHosts": HOSTS, "rayStartParams": {}, "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}}}]}});
     apply(&env.admin, &cluster).await;
     // The instances learn the cluster through their caches.
     wait_for("both instances to know the cluster", || async {
@@ -174,35 +178,123 @@ async fn concurrent_workers_on_two_instances_get_unique_indices() {
     })
     .await;
     create_workers(&pods, "tpu", "a", HOSTS as usize, 2).await;
-    // Unique always. Compact (exactly replica 5 again) only as far as the two instances'
-    // views allow: a claim still in flight (an admission retried by a loaded API server)
-    // is passed over. tests/kuberay/slot_reuse.rs shows the exact reuse with one instance.
+    // Exactly replica 5's slots again: none past the group, none twice.
     let after = slots(&pods, "a").await;
-    let dupes: Vec<_> = after.iter().filter(|(_, v)| v.len() > 1).collect();
-    assert!(dupes.is_empty(), "duplicate indices: {dupes:?}");
-    assert_eq!(after.len(), (REPLICAS * HOSTS) as usize);
-    let reused = (0..HOSTS).filter(|h| after.contains_key(&(5, *h))).count();
-    eprintln!("[indices] freed replica 5: {reused} of {HOSTS} slots reused at once");
+    assert_each_pair_once(&after, REPLICAS);
 
     // Restart one instance while a second group's pods are being created. Pods that reach
-    // it while it is down are admitted unindexed (fail-open); none may share a slot.
-    let restart = async {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-        env.instances[1].restart().await;
+    // it while it is down are let through unindexed by the API server (its fail-open,
+    // counted); rayshare itself fails none open, none share a slot, none is past the group.
+    // A quarter of the pods first, so the instance dies holding claims of this burst;
+    // four while it is down; the rest two at a time while it starts again and after.
+    let b_pods = (B_REPLICAS * HOSTS) as usize;
+    let create = |from: usize, to: usize, at_once: usize| {
+        let pods = &pods;
+        futures::stream::iter(from..to)
+            .map(move |i| {
+                let pod = worker("tpu", "b", i % 2);
+                async move { pods.create(&PostParams::default(), &pod).await }
+            })
+            .buffer_unordered(at_once)
+            .collect::<Vec<_>>()
     };
-    tokio::join!(create_workers(&pods, "tpu", "b", 32, 2), restart);
-    create_workers(&pods, "tpu", "b", 8, 2).await;
+    let mut created = create(0, b_pods / 4, b_pods / 4).await;
+    env.instances[1].stop();
+    created.extend(create(b_pods / 4, b_pods / 4 + 4, 4).await);
+    let (rest, ()) = tokio::join!(
+        create(b_pods / 4 + 4, b_pods, 2),
+        env.instances[1].restart()
+    );
+    created.extend(rest);
+    for c in created {
+        c.expect("creating a worker pod");
+    }
     let (taken, unindexed) = indexed(&pods, "b").await;
     let dupes: Vec<_> = taken.iter().filter(|(_, v)| v.len() > 1).collect();
     assert!(
         dupes.is_empty(),
         "duplicate indices across a restart: {dupes:?}"
     );
-    assert_eq!(taken.len() + unindexed, 40);
+    let past: Vec<_> = taken.keys().filter(|(r, _)| *r >= B_REPLICAS).collect();
+    assert!(past.is_empty(), "slots past the group: {past:?}");
+    assert_eq!(taken.len() + unindexed, b_pods);
+    let api_server = env.api_server_fail_opens().await as usize;
+    let not_ready = before_ready(&env);
     eprintln!(
-        "[indices] across the restart: {} indexed, {unindexed} admitted unindexed",
+        "[indices] across the restart: {} indexed, {unindexed} let through while an \
+         instance was down or not yet ready ({api_server} counted by the API server, \
+         {not_ready} by rayshare before it was ready)",
         taken.len()
     );
+    assert_eq!(rayshare_fail_opens(&env), 0, "rayshare failed pods open");
+    assert!(
+        unindexed <= api_server + not_ready,
+        "pods unindexed by rayshare itself"
+    );
+    assert!(
+        unindexed > 0,
+        "no pod reached the instance while it was down"
+    );
+    // The pods let through unindexed stand for KubeRay's replacements: deleted and made
+    // again, they fill exactly the group's slots left (the dead process's claims taken
+    // over).
+    let params = ListParams::default().labels("ray.io/group=b");
+    let strays: Vec<String> = pods
+        .list(&params)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| {
+            let labels = p.metadata.labels.as_ref().unwrap();
+            !labels.contains_key("ray.io/worker-group-replica-index")
+        })
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    for name in &strays {
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    create_workers(&pods, "tpu", "b", strays.len(), 2).await;
+    assert_each_pair_once(&slots(&pods, "b").await, B_REPLICAS);
+    assert_eq!(rayshare_fail_opens(&env), 0, "rayshare failed pods open");
+}
+
+/// Pod admissions rayshare failed open once ready, in every instance's log (a restarted
+/// one's earlier process too). The harness's API server calls an instance by its address,
+/// not through a Service that waits for readiness: a restarted process answers before its
+/// namespace watch has listed, and such a pod (left unchanged, "not served") stands with
+/// those that found it down.
+fn rayshare_fail_opens(env: &TestEnv) -> usize {
+    let failed_open = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("kind=Pod") && l.contains("outcome=\"failed_open\""))
+            .count()
+    };
+    env.instances
+        .iter()
+        .map(|i| {
+            let log = i.log_text();
+            let ready = log
+                .split_once("caches synced")
+                .map_or("", |(_, after)| after);
+            failed_open(ready) + failed_open(&i.previous_log_text())
+        })
+        .sum()
+}
+
+/// Pod admissions a restarted process left unchanged before it was ready.
+fn before_ready(env: &TestEnv) -> usize {
+    env.instances
+        .iter()
+        .map(|i| {
+            let log = i.log_text();
+            let (before, _) = log.split_once("caches synced").unwrap_or((&log, ""));
+            before
+                .lines()
+                .filter(|l| l.contains("kind=Pod") && l.contains("outcome=\"failed_open\""))
+                .count()
+        })
+        .sum()
 }
 
 /// A worker pod the API server refuses after rayshare admitted it (its container name is

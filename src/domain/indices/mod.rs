@@ -5,6 +5,7 @@
 //! `world/kube/claims/`): a cache cannot make indices unique.
 
 pub(crate) mod claims;
+pub(crate) mod next;
 
 use std::collections::{BTreeMap, BTreeSet};
 

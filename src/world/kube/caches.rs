@@ -192,6 +192,11 @@ impl KubeWorld {
                 config.shared_clusters.stop_jobs.timeout_ms,
             )),
             unconfirmed,
+            leading: Default::default(),
+            made_here: std::sync::Mutex::new(crate::domain::made_here::MadeHere::new(
+                std::time::Duration::from_secs(config.pod_groups.unconfirmed_grace_seconds),
+                crate::domain::unconfirmed::IN_ALL,
+            )),
         });
         // What admission reads: a replica that counted no jobs yet would fill a pool
         // member past `maxJobsPerCluster` right after a restart.

@@ -7,6 +7,7 @@ mod claims;
 mod cluster_reads;
 mod event_lookups;
 pub mod events;
+mod hedge;
 mod job_index;
 mod pending;
 pub mod resources;
@@ -56,6 +57,12 @@ pub struct KubeWorld {
     dashboard: crate::world::ray::Dashboard,
     /// Groups made at admission whose pods the pod watch has not shown stored yet.
     unconfirmed: Arc<std::sync::Mutex<crate::domain::unconfirmed::Unconfirmed>>,
+    /// Whether this replica leads the reconcilers, once an election runs: the end of a
+    /// group its index blocks are opened from (`domain::indices::next::Side`).
+    leading: std::sync::OnceLock<tokio::sync::watch::Receiver<bool>>,
+    /// PodGroups made here, for the provisioner's create of the same group
+    /// (`domain::made_here`).
+    made_here: std::sync::Mutex<crate::domain::made_here::MadeHere>,
 }
 
 impl KubeWorld {
@@ -66,6 +73,11 @@ impl KubeWorld {
     /// The client of the watches and the controllers.
     pub fn background_client(&self) -> &Client {
         &self.background
+    }
+
+    /// Follows the reconcilers' leader election (set once; later calls change nothing).
+    pub fn follow_leadership(&self, leading: tokio::sync::watch::Receiver<bool>) {
+        let _ = self.leading.set(leading);
     }
 
     /// Creates the object: its resourceVersion when this call made it, `None` when it
@@ -113,12 +125,41 @@ async fn try_create(
     }
 }
 
-impl World for KubeWorld {
-    /// Creates the object (kind from its apiVersion/kind), or returns the existing one.
-    async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+impl KubeWorld {
+    /// One create, or the existing object; a PodGroup made here is read, not made again
+    /// (`domain::made_here`).
+    async fn create_once(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
         let deadline = Instant::now() + timeout;
-        if self.try_create(object, timeout).await?.is_some() {
-            return Ok(Created::Created);
+        let kept = (object["kind"] == "PodGroup").then(|| {
+            let meta = &object["metadata"];
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&meta["namespace"]), text(&meta["name"]))
+        });
+        let made_here = || self.made_here.lock().expect("not poisoned");
+        let api = api_for(&self.client, object)?;
+        // Made here: a create would be refused, a read says whether it is still there.
+        if let Some((ns, name)) = &kept
+            && made_here().take(ns, name, Instant::now()).is_some()
+            && let Some(found) = bounded(timeout, api.get_opt(name))
+                .await?
+                .map_err(to_world_error)?
+        {
+            let found = serde_json::to_value(found).map_err(|e| WorldError::Api(e.to_string()))?;
+            return Ok(Created::Exists(found));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let dynamic: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| WorldError::Api(e.to_string()))?;
+        match bounded(left, api.create(&PostParams::default(), &dynamic)).await? {
+            Ok(made) => {
+                if let Some((ns, name)) = kept {
+                    let version = made.metadata.resource_version.unwrap_or_default();
+                    made_here().put(&ns, &name, json!(version), Instant::now());
+                }
+                return Ok(Created::Created);
+            }
+            Err(e) if is_already_exists(&e) => {}
+            Err(e) => return Err(to_world_error(e)),
         }
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
         let left = deadline.saturating_duration_since(Instant::now());
@@ -128,6 +169,23 @@ impl World for KubeWorld {
         let existing =
             serde_json::to_value(existing).map_err(|e| WorldError::Api(e.to_string()))?;
         Ok(Created::Exists(existing))
+    }
+}
+
+impl World for KubeWorld {
+    /// Creates the object (kind from its apiVersion/kind), or returns the existing one. A
+    /// PodGroup's create (on a pod's admission path) not answered within half its bound is
+    /// sent again (`hedge`).
+    async fn create(&self, object: &Value, timeout: Duration) -> Result<Created, WorldError> {
+        if object["kind"] != "PodGroup" {
+            return self.create_once(object, timeout).await;
+        }
+        let again = || {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            tracing::info!(group = %name, after_ms = (timeout / 2).as_millis() as u64, "PodGroup create not answered yet: sent again");
+            self.create_once(object, timeout)
+        };
+        hedge::first_ok(self.create_once(object, timeout), timeout / 2, again).await
     }
 
     async fn fetch_cluster(

@@ -14,17 +14,14 @@ use crate::cluster::*;
 use crate::harness::*;
 use crate::scheduling::group_name;
 
-/// (e) A thousand pods at once (25 creates in flight): every one accepted by Volcano's
-/// webhook, each in its own rayshare group but for rare counted fail-opens (at most 1%).
-/// Times are measured and printed, not asserted.
-/// With 50 in flight the API server on 2 cores queued creates for up to 5 s, and now and
-/// then rayshare's own group create inside an admission ran out of its 3 s and failed open
-/// (one pod of a thousand, by design); the benchmark (`benches/bursts`) measures the
-/// heavier burst, this test what every pod gets.
+/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
+/// webhook, each in its own rayshare group, none failed open (neither counted by rayshare
+/// nor by the API server for this test's webhook). Times are measured and printed, not
+/// asserted.
 #[tokio::test]
 async fn a_thousand_pods_at_once_each_get_their_group() {
     const PODS: usize = 1000;
-    const IN_FLIGHT: usize = 25;
+    const IN_FLIGHT: usize = 50;
     let _volcano = &*VOLCANO;
     let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
     // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
@@ -32,6 +29,7 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
     let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
 
+    let calls_before = pod_group_calls(&env).await;
     let started = Instant::now();
     let results: Vec<(usize, Duration, Result<Pod, kube::Error>)> = stream::iter(0..PODS)
         .map(|i| {
@@ -79,34 +77,51 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         refused.len(),
         &refused[..refused.len().min(5)]
     );
-    // A pod whose group could not be made within rayshare's budget passes unchanged
-    // (fail-open, counted by rayshare, or by the API server when its call to rayshare
-    // timed out; Volcano's own controller groups it). On these 2 cores a stall of a few
-    // seconds does that to a few pods now and then: each must be a counted fail-open, and
-    // they must stay rare.
-    // The API server's count is by webhook name, and each test's webhook has its own:
-    // another test's fail-opens cannot stand in for this one's.
+    // Every pod its own group: a fail-open would leave the pod to Volcano's group per
+    // owner, which is what rayshare replaces. Counted here only to say why if one happened
+    // (the API server's count is by webhook name, and each test's webhook has its own).
     let ours = env.instances[0].metrics().await;
     let failed_open = metric_sum(
         &ours,
         "rayshare_admission_requests_total{",
         &["kind=\"Pod\"", "outcome=\"failed_open\""],
-    ) + env.api_server_fail_opens().await;
+    ) as u64;
+    let api_server_failed_open = env.api_server_fail_opens().await as u64;
+    let log = env.instances[0].log_text();
+    let sent_again = log.matches("create not answered yet: sent again").count();
+    eprintln!(
+        "[admission-groups] rayshare's admission time per pod: {}; creates sent again: \
+         {sent_again}; fail-opens: {failed_open} by rayshare, {api_server_failed_open} by the \
+         API server",
+        admission_times(&log)
+    );
+    for line in log
+        .lines()
+        .filter(|l| l.contains("outcome=\"failed_open\""))
+        .take(5)
+    {
+        eprintln!("[admission-groups] failed open: {line}");
+    }
     assert!(
-        ungrouped.len() as f64 <= failed_open && ungrouped.len() * 100 <= PODS,
-        "{} without their group ({failed_open} counted fail-opens): {:?}",
+        ungrouped.is_empty() && failed_open == 0 && api_server_failed_open == 0,
+        "{} without their group ({failed_open} fail-opens counted by rayshare, \
+         {api_server_failed_open} by the API server): {:?}",
         ungrouped.len(),
         &ungrouped[..ungrouped.len().min(5)]
     );
-    let created: Vec<Pod> = created
+    let groups = one_group_each(&env, &created).await;
+    let calls: BTreeMap<String, i64> = pod_group_calls(&env)
+        .await
         .into_iter()
-        .filter(|p| !ungrouped.contains(&p.name_any()))
+        .map(|(verb, n)| {
+            let before = calls_before[&verb];
+            (verb, n - before)
+        })
         .collect();
-
-    let groups = one_group_each(&env, &created, 2 * ungrouped.len()).await;
     eprintln!(
-        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create",
-        started.elapsed().as_secs_f64()
+        "[admission-groups] every one of the {PODS} groups taken up {:.1}s after the first create; \
+         PodGroup calls to the API server meanwhile (every client's, other tests' too): {calls:?}",
+        started.elapsed().as_secs_f64(),
     );
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
     for g in &groups {
@@ -145,4 +160,51 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     pods.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .unwrap();
+}
+
+/// Percentiles of the pod admissions' `duration_us` in rayshare's log.
+fn admission_times(log: &str) -> String {
+    let mut times: Vec<u64> = log
+        .lines()
+        .filter(|l| l.contains("kind=Pod") && l.contains(" admitted"))
+        .filter_map(|l| {
+            l.split("duration_us=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    times.sort_unstable();
+    let Some(max) = times.last() else {
+        return "no admission logged".to_string();
+    };
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] / 1000;
+    format!(
+        "p50 {} ms, p90 {} ms, p99 {} ms, max {} ms",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        max / 1000
+    )
+}
+
+/// PodGroup calls the API server answered so far, by verb (every client's).
+async fn pod_group_calls(env: &TestEnv) -> BTreeMap<String, i64> {
+    let request = axum::http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap();
+    let metrics = env.admin.request_text(request).await.unwrap();
+    let mut calls = BTreeMap::new();
+    for verb in ["POST", "GET", "PATCH"] {
+        let with = [
+            "resource=\"podgroups\"",
+            &format!("verb=\"{verb}\""),
+            "dry_run=\"\"",
+        ];
+        let n = metric_sum(&metrics, "apiserver_request_total{", &with) as i64;
+        calls.insert(verb.to_string(), n);
+    }
+    calls
 }

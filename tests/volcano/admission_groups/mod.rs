@@ -47,7 +47,7 @@ fn bare_pod(name: &str, queue: &str, cpu: &str) -> Pod {
 /// Volcano's `podgroup-<uid>`). Waits for the provisioner to take every group up, and for
 /// Volcano's pg-controller to have handled a pod created after `pods` (a witness in the
 /// namespace rayshare does not serve gets its `podgroup-<uid>`). Returns the groups.
-async fn one_group_each(env: &TestEnv, pods: &[Pod], strays: usize) -> Vec<DynamicObject> {
+async fn one_group_each(env: &TestEnv, pods: &[Pod]) -> Vec<DynamicObject> {
     let groups = env.api(&pod_group_resource(), &env.ns);
     let witness = bare_pod("witness-", "default", "10m");
     let witness = Api::<Pod>::namespaced(env.admin.clone(), &env.ns_off)
@@ -83,12 +83,10 @@ async fn one_group_each(env: &TestEnv, pods: &[Pod], strays: usize) -> Vec<Dynam
     .await;
     let names: BTreeSet<String> = all.iter().map(|g| g.name_any()).collect();
     let wanted: BTreeSet<String> = expected.keys().cloned().collect();
-    // `strays`: groups of pods that failed open (Volcano's own, or rayshare's made for a
-    // pod the API server then let through unchanged), at most that many.
     let others: Vec<&String> = names.difference(&wanted).collect();
     assert!(
-        wanted.is_subset(&names) && others.len() <= strays,
-        "the namespace's groups are the pods' own (and at most {strays} others): missing {:?}, others {others:?}",
+        wanted.is_subset(&names) && others.is_empty(),
+        "the namespace's groups are the pods' own: missing {:?}, others {others:?}",
         wanted.difference(&names).collect::<Vec<_>>()
     );
     let all: Vec<DynamicObject> = all
@@ -178,7 +176,7 @@ async fn a_flyte_pod_task_waits_in_its_full_queue_then_runs() {
         "flyteworkflow",
         "owned by the task's workflow from the start"
     );
-    one_group_each(&env, &[hog, task.clone()], 0).await;
+    one_group_each(&env, &[hog, task.clone()]).await;
     let group = groups.get(&name).await.unwrap();
     assert_eq!(group.data["spec"]["queue"], "ag-flyte-tight");
     assert_eq!(
@@ -223,7 +221,7 @@ async fn a_bare_pod_is_accepted_in_rayshares_group() {
         .expect("Volcano accepts the bare pod: its group exists");
     assert_eq!(group_name(&pod).as_deref(), Some("bare"));
     running(&pods, "bare").await;
-    one_group_each(&env, std::slice::from_ref(&pod), 0).await;
+    one_group_each(&env, std::slice::from_ref(&pod)).await;
     let group = env
         .api(&pod_group_resource(), &env.ns)
         .get("bare")
@@ -259,7 +257,7 @@ async fn a_generate_name_pod_is_accepted_in_rayshares_group() {
     );
     eprintln!("[admission-groups] generateName pod {name} is in group {group}");
     running(&pods, &name).await;
-    one_group_each(&env, std::slice::from_ref(&pod), 0).await;
+    one_group_each(&env, std::slice::from_ref(&pod)).await;
     let stored = env
         .api(&pod_group_resource(), &env.ns)
         .get(&group)

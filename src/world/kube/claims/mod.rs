@@ -25,9 +25,8 @@ pub(super) use known::KnownClaims;
 
 /// How often a pod waiting on claims in flight looks again.
 const WAIT_POLL: Duration = Duration::from_millis(100);
-use crate::domain::indices::claims::{
-    Claim, Judged, Next, inside, judge, next_claim, still_unheld,
-};
+use crate::domain::indices::claims::{Claim, Judged, inside, judge, still_unheld};
+use crate::domain::indices::next::{Next, Side, next_claim};
 
 /// (namespace, cluster, cluster uid, worker group): a new cluster of the same name starts
 /// with nothing known.
@@ -235,6 +234,15 @@ impl KubeWorld {
         }
     }
 
+    /// The end of a group this replica opens blocks from: the low one while it leads or
+    /// knows of no election, else the high one.
+    fn side(&self) -> Side {
+        match self.leading.get() {
+            Some(leading) if !*leading.borrow() => Side::High,
+            _ => Side::Low,
+        }
+    }
+
     /// How long a block made here hands out hosts: half the takeover wait, so a pod that
     /// takes a block over never races its maker.
     fn block_open_for(&self) -> Duration {
@@ -335,7 +343,8 @@ impl KubeWorld {
                 taken_over = self.settle_gaps(r, &mut known, deadline).await?;
             }
             let spread = spread_of(&r.admission_uid, lost);
-            let won = match next_claim(&known.taken, &known.blocks, r.shape, blocks_on, spread) {
+            let ends = (self.side(), spread);
+            let won = match next_claim(&known.taken, &known.blocks, r.shape, blocks_on, ends) {
                 Next::Slot(slot) => {
                     let won = self
                         .try_create(&Self::claim_object(r, slot), remaining())

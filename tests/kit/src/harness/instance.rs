@@ -154,6 +154,13 @@ impl Rayshare {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log of the process this one replaced (`restart`), empty if none.
+    #[allow(dead_code)] // not every test binary restarts an instance
+    pub fn previous_log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{}.previous.log", self.name)))
+            .unwrap_or_default()
+    }
+
     /// Waits until the log holds `line`: rayshare logs a call after it returns, and its
     /// log is written by a background thread, so a test that saw the call's effect
     /// through the API may be there first.
