@@ -82,6 +82,10 @@ pub enum Command {
     /// hook): delete one installation's idle shared clusters now, busy ones once their
     /// jobs end, its index claims and the PodGroups it never handed to a pod.
     Drain(DrainArgs),
+    /// Tell what is wired: the webhook registration, its Service and pods, the opted-in
+    /// namespaces, KubeRay, Volcano and Kueue, and a dry-run RayJob rewritten. One line
+    /// per check (ok, warn, fail); exit code 1 when one failed.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

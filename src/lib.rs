@@ -11,6 +11,7 @@
 pub mod admission;
 pub mod app;
 pub mod cause;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod docs;
