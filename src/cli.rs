@@ -185,6 +185,11 @@ pub struct ServeArgs {
     /// Namespace of the leader-election Lease (rayshare's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "rayshare-system")]
     pub pod_namespace: String,
+    /// The image reference this replica was deployed from (the chart sets it): under the
+    /// release's image name, anything but that release's own build is logged as a
+    /// placeholder at start and exported as `rayshare_image_placeholder`.
+    #[arg(long, env = "RAYSHARE_IMAGE")]
+    pub image: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -22,6 +22,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod offline;
+pub mod placeholder;
 pub mod process_metrics;
 pub(crate) mod reconcile;
 pub mod status;

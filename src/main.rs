@@ -77,6 +77,8 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
     if let Some(e) = PRIORITY_ERROR.get() {
         tracing::warn!(error = %e, "cannot lower the background threads' priority");
     }
+    // Before App::build makes the metrics, which export it.
+    rayshare::placeholder::note(args.image.as_deref());
     // The signal handler first: a SIGTERM during startup still drains.
     let shutdown = server::signal();
     let app = match App::build(args, background).await {

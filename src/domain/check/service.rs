@@ -119,22 +119,25 @@ pub enum Proxied {
     Failed(String),
 }
 
-/// A proxied GET's error answer: the API server's own refusal, its failure to reach the
-/// pod, or the pod's answer (which the proxy passes on with its status).
+/// Why the client reports a proxied GET as failed (`reason` as the client read it: a
+/// body that is not a JSON Status, as rayshare's admin answers are, comes as "Failed to
+/// parse error data"): the pod's own answer (the proxy passes it on with its status),
+/// else the API server's refusal or its failure to reach a pod.
 pub fn proxied_error(code: u16, reason: &str, message: &str) -> Proxied {
-    if code == 403 && reason == "Forbidden" && message.contains("services/proxy") {
-        Proxied::Forbidden
-    } else if message.contains("error trying to reach service")
-        || message.contains("no endpoints available")
-    {
-        Proxied::Failed(message.to_string())
-    } else {
+    if reason == NOT_A_STATUS {
         Proxied::Answered {
             status: code,
             body: message.to_string(),
         }
+    } else if code == 403 {
+        Proxied::Forbidden
+    } else {
+        Proxied::Failed(message.to_string())
     }
 }
+
+/// kube's reason for an error body that is not a JSON `Status`.
+pub const NOT_A_STATUS: &str = "Failed to parse error data";
 
 pub fn readyz_line(readyz: &Proxied) -> Line {
     match readyz {

@@ -204,8 +204,10 @@ fn reads_readyz(#[case] readyz: Proxied, #[case] level: Level) {
     "services \"rayshare\" is forbidden: User \"me\" cannot get resource \"services/proxy\"",
     Proxied::Forbidden
 )]
-#[case::no_route(503, "ServiceUnavailable", "error trying to reach service: dial tcp 10.0.0.1:8080: i/o timeout", Proxied::Failed("error trying to reach service: dial tcp 10.0.0.1:8080: i/o timeout".into()))]
-#[case::pods_answer(503, "", "not ready", Proxied::Answered { status: 503, body: "not ready".into() })]
+#[case::no_route(503, "ServiceUnavailable", "no endpoints available for service \"rayshare\"", Proxied::Failed("no endpoints available for service \"rayshare\"".into()))]
+#[case::no_endpoints_object(404, "NotFound", "services \"rayshare\" not found", Proxied::Failed("services \"rayshare\" not found".into()))]
+#[case::pods_answer(503, service::NOT_A_STATUS, "not ready", Proxied::Answered { status: 503, body: "not ready".into() })]
+#[case::pods_refusal(403, service::NOT_A_STATUS, "no", Proxied::Answered { status: 403, body: "no".into() })]
 fn tells_the_proxy_from_the_pod(
     #[case] code: u16,
     #[case] reason: &str,
