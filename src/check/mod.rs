@@ -69,18 +69,10 @@ pub async fn run(client: &Client, args: &CheckArgs) -> Report {
         .await
         .map(|deployments| operators::operators(&deployments))
         .map_err(|e| e.to_string());
-    let kuberay_volcano = found.as_ref().is_ok_and(|found| {
-        found
-            .iter()
-            .any(|o| o.batch_scheduler.as_deref() == Some("volcano"))
-    });
+    let kuberay_volcano = operators::schedules_with_volcano(&found);
     lines.extend(operators::kuberay_lines(&ray_jobs, &found));
-    let groups = reads::groups(client).await;
-    let served = |group: &str| match &groups {
-        Ok(names) if names.iter().any(|n| n == group) => Served::Yes,
-        Ok(_) => Served::No,
-        Err(e) => Served::Unknown(e.to_string()),
-    };
+    let groups = reads::groups(client).await.map_err(|e| e.to_string());
+    let served = |group| operators::served_group(&groups, group);
     lines.push(operators::volcano_line(
         &served("scheduling.volcano.sh"),
         pods_sent,
@@ -92,8 +84,9 @@ pub async fn run(client: &Client, args: &CheckArgs) -> Report {
         .clone()
         .or_else(|| namespaces.first().cloned());
     let dry = match namespace {
-        Some(ns) if ray_jobs == Served::Yes => reads::dry_run_ray_job(client, &ns).await,
-        _ => DryRun::NotRun,
+        Some(_) if ray_jobs != Served::Yes => DryRun::NotRun("RayJobs are not served".into()),
+        Some(ns) => reads::dry_run_ray_job(client, &ns).await,
+        None => DryRun::NotRun("no opted-in namespace".into()),
     };
     lines.extend(dry_run::lines(&dry, kuberay_volcano));
     Report::new(lines)

@@ -20,8 +20,8 @@ pub enum DryRun {
     Forbidden {
         namespace: String,
     },
-    /// No namespace to run it in.
-    NotRun,
+    /// Not run: no opted-in namespace, or KubeRay's RayJob kind not served.
+    NotRun(String),
 }
 
 /// The dry run's verdict; `kuberay_volcano`: KubeRay runs `--batch-scheduler=volcano`,
@@ -64,10 +64,10 @@ pub fn lines(dry_run: &DryRun, kuberay_volcano: bool) -> Vec<Line> {
             format!("not run: you may not create RayJobs in {namespace}"),
             "run check as someone who may, or name another opted-in namespace with -n",
         )],
-        DryRun::NotRun => vec![Line::warn(
+        DryRun::NotRun(why) => vec![Line::warn(
             "dry-run",
-            "not run: no opted-in namespace",
-            "opt a namespace in, or name one with -n",
+            format!("not run: {why}"),
+            "opt a namespace in (or name one with -n), with KubeRay's CRDs installed",
         )],
     }
 }

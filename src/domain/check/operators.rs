@@ -16,6 +16,24 @@ pub enum Served {
     Unknown(String),
 }
 
+/// Whether discovery's API groups (or why they could not be read) include `group`.
+pub fn served_group(groups: &Result<Vec<String>, String>, group: &str) -> Served {
+    match groups {
+        Ok(names) if names.iter().any(|n| n == group) => Served::Yes,
+        Ok(_) => Served::No,
+        Err(e) => Served::Unknown(e.clone()),
+    }
+}
+
+/// Whether a KubeRay operator found runs `--batch-scheduler=volcano`.
+pub fn schedules_with_volcano(operators: &Result<Vec<Operator>, String>) -> bool {
+    operators.as_ref().is_ok_and(|found| {
+        found
+            .iter()
+            .any(|o| o.batch_scheduler.as_deref() == Some("volcano"))
+    })
+}
+
 /// KubeRay's operator as its Deployment says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Operator {

@@ -314,7 +314,7 @@ fn returned(spec: Value) -> DryRun {
 #[case::volcano_with_stand_in(returned(json!({"clusterSelector": {"ray.io/cluster": "ray-abc"}, "rayClusterSpec": {}})), true, vec![("dry-run", Level::Ok)])]
 #[case::refused(DryRun::Refused { namespace: "team".into(), message: "denied".into() }, false, vec![("dry-run", Level::Fail)])]
 #[case::rbac(DryRun::Forbidden { namespace: "team".into() }, false, vec![("dry-run", Level::Warn)])]
-#[case::nowhere(DryRun::NotRun, false, vec![("dry-run", Level::Warn)])]
+#[case::nowhere(DryRun::NotRun("no opted-in namespace".into()), false, vec![("dry-run", Level::Warn)])]
 fn judges_the_dry_run(
     #[case] dry_run: DryRun,
     #[case] kuberay_volcano: bool,
@@ -341,4 +341,25 @@ fn the_report_fails_on_a_fail_and_renders_hints() {
         json,
         json!({"ok": false, "checks": [{"check": "dry-run", "level": "fail", "said": "unchanged", "hint": "see logs"}]})
     );
+}
+
+#[rstest]
+#[case::served(Ok(vec!["ray.io".to_string(), "kueue.x-k8s.io".to_string()]), Served::Yes)]
+#[case::absent(Ok(vec!["ray.io".to_string()]), Served::No)]
+#[case::unknown(Err("timeout".to_string()), Served::Unknown("timeout".into()))]
+fn finds_a_group_in_discovery(#[case] groups: Result<Vec<String>, String>, #[case] served: Served) {
+    assert_eq!(operators::served_group(&groups, "kueue.x-k8s.io"), served);
+}
+
+#[rstest]
+#[case::volcano(Ok(vec![deployment("kuberay/operator:v1.6.1", &[]), deployment("kuberay/operator:v1.6.1", &["--batch-scheduler=volcano"])]), true)]
+#[case::another(Ok(vec![deployment("kuberay/operator:v1.6.1", &["--batch-scheduler=yunikorn"])]), false)]
+#[case::none(Ok(vec![]), false)]
+#[case::unread(Err("forbidden".to_string()), false)]
+fn tells_kuberay_scheduling_with_volcano(
+    #[case] deployments: Result<Vec<Value>, String>,
+    #[case] volcano: bool,
+) {
+    let found = deployments.map(|d| operators::operators(&d));
+    assert_eq!(operators::schedules_with_volcano(&found), volcano);
 }
