@@ -27,7 +27,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_rayshare");
 #[test]
 fn the_kit_runs_the_binary_cargo_built_for_this_test() {
     let bin = std::path::Path::new(BIN).canonicalize().unwrap();
-    let kit = rayshare_testkit::harness::rayshare_bin().canonicalize().unwrap();
+    let kit = rayshare_testkit::harness::rayshare_bin()
+        .canonicalize()
+        .unwrap();
     assert_eq!(kit, bin);
 }
 /// Nothing listens on port 1: API calls fail fast with "connection refused".
