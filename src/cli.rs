@@ -74,6 +74,10 @@ pub enum Command {
     /// hook): delete one installation's idle shared clusters now, busy ones once their
     /// jobs end, its index claims and the PodGroups it never handed to a pod.
     Drain(DrainArgs),
+    /// Tell what is wired: the webhook registration, its Service and pods, the opted-in
+    /// namespaces, KubeRay, Volcano and Kueue, and a dry-run RayJob rewritten. One line
+    /// per check (ok, warn, fail); exit code 1 when one failed.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -173,6 +177,11 @@ pub struct ServeArgs {
     /// Namespace of the leader-election Lease (rayshare's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "rayshare-system")]
     pub pod_namespace: String,
+    /// The image reference this replica was deployed from (the chart sets it): under the
+    /// release's image name, anything but that release's own build is logged as a
+    /// placeholder at start and exported as `rayshare_image_placeholder`.
+    #[arg(long, env = "RAYSHARE_IMAGE")]
+    pub image: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -11,6 +11,7 @@
 pub mod admission;
 pub mod app;
 pub mod cause;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod docs;
@@ -21,6 +22,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod offline;
+pub mod placeholder;
 pub mod process_metrics;
 pub(crate) mod reconcile;
 pub mod status;

@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         Command::Certs(args) => make_certs(args),
         Command::Status(args) => runtime.block_on(show_status(args)),
         Command::Drain(args) => runtime.block_on(run_drain(args)),
+        Command::Check(args) => runtime.block_on(run_check(args)),
     }
 }
 
@@ -77,6 +78,8 @@ async fn serve(args: ServeArgs, background: tokio::runtime::Handle) -> ExitCode 
     if let Some(e) = PRIORITY_ERROR.get() {
         tracing::warn!(error = %e, "cannot lower the background threads' priority");
     }
+    // Before App::build makes the metrics, which export it.
+    rayshare::placeholder::note(args.image.as_deref());
     // The signal handler first: a SIGTERM during startup still drains.
     let shutdown = server::signal();
     let app = match App::build(args, background).await {
@@ -173,6 +176,22 @@ async fn run_drain(args: DrainArgs) -> ExitCode {
         }
         Err(e) => fail(format!("cannot drain: {e}"), 1),
     }
+}
+
+async fn run_check(args: rayshare::check::CheckArgs) -> ExitCode {
+    let client = match status::client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
+        Ok(client) => client,
+        Err(e) => return fail(format!("cannot make a Kubernetes client: {e}"), 2),
+    };
+    let report = rayshare::check::run(&client, &args).await;
+    match args.output {
+        StatusOutput::Table => print!("{}", rayshare::domain::check::render_table(&report)),
+        StatusOutput::Json => match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(e, 1),
+        },
+    }
+    ExitCode::from(report.exit_code())
 }
 
 fn make_certs(args: CertsArgs) -> ExitCode {

@@ -56,6 +56,12 @@ pub struct BuildLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ImageLabels {
+    /// The reference the chart deployed (`serve --image`), or `unknown`.
+    pub image: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ClusterLabels {
     /// Not `namespace`: Prometheus gives scraped series the scrape target's `namespace`.
     pub cluster_namespace: String,
@@ -107,6 +113,16 @@ impl Default for Metrics {
             "build_info",
             "1, labelled with the version and the git revision rayshare was built from",
             build_info,
+        );
+        let placeholder = Family::<ImageLabels, Gauge>::default();
+        let (image, is_placeholder) = crate::placeholder::noted();
+        placeholder
+            .get_or_create(&ImageLabels { image })
+            .set(i64::from(is_placeholder));
+        registry.register(
+            "image_placeholder",
+            "1 when this build runs under the release's image name without being that release's build (see docs/install.md), labelled with the image the chart deployed",
+            placeholder,
         );
         registry.register_collector(Box::new(DroppedLogLines));
         let requests = Family::<RequestLabels, Counter>::default();

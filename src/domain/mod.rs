@@ -1,6 +1,8 @@
 //! The pure core: what each feature decides, from the object, the config and what the
 //! caches know. Nothing here talks to the API server or imports from the shell.
 
+pub mod build;
+pub mod check;
 pub mod cluster;
 pub mod drain;
 pub mod events;

@@ -4,6 +4,7 @@ use rayshare_testkit::harness;
 
 mod admission;
 mod chart;
+mod check;
 mod drain;
 mod drain_instances;
 mod events;

@@ -73,28 +73,36 @@ impl Bench {
         let worker_text =
             std::fs::read_to_string(self.repo.join("tests/bench/ray-worker-pod.yaml"))
                 .expect("tests/bench/ray-worker-pod.yaml");
-        let worker = |cluster: &str, group: &str, namespace: &str| -> Value {
+        // KubeRay names the stored cluster's uid as the pod's owner; rayshare claims slots
+        // only for the uid the API server has.
+        let worker = |cluster: &Value, group: &str, namespace: &str| -> Value {
+            let name = cluster["metadata"]["name"]
+                .as_str()
+                .expect("a cluster name");
             let text = worker_text
-                .replace("{{cluster}}", cluster)
+                .replace("{{cluster}}", name)
                 .replace("{{group}}", group)
                 .replace("{{namespace}}", namespace);
-            let object = rayshare::offline::documents(&text).expect("worker pod YAML")[0].clone();
+            let mut object =
+                rayshare::offline::documents(&text).expect("worker pod YAML")[0].clone();
+            object["metadata"]["ownerReferences"][0]["uid"] = cluster["metadata"]["uid"].clone();
             let mut pod = bodies::as_admitted(
                 self.rt
                     .block_on(cluster::create(&self.kube, namespace, &object, true)),
             );
-            pod["metadata"]["name"] = json!(format!("{cluster}-{group}-worker-{N}"));
+            pod["metadata"]["name"] = json!(format!("{name}-{group}-worker-{N}"));
             pod
         };
-        let worker_pod = worker(&shared, "cpu", "bench");
+        let worker_pod = worker(&stored_cluster, "cpu", "bench");
 
         // A multi-host group (4 hosts per replica) for the claim path.
         let mut tpu = clean_cluster(&stored_cluster, "bench-tpu", "bench");
         tpu["spec"]["workerGroupSpecs"][0]["groupName"] = json!("tpu");
         tpu["spec"]["workerGroupSpecs"][0]["numOfHosts"] = json!(4);
-        self.rt
+        let tpu = self
+            .rt
             .block_on(cluster::create(&self.kube, "bench", &tpu, false));
-        let multihost_pod = worker("bench-tpu", "tpu", "bench");
+        let multihost_pod = worker(&tpu, "tpu", "bench");
 
         let template = |object: &Value, resource: &str, dry_run: bool| {
             Arc::new(Template::new(
