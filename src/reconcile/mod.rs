@@ -10,6 +10,7 @@
 
 pub mod controller;
 pub(crate) mod elector;
+mod head;
 pub(crate) mod make_clusters;
 pub(crate) mod make_groups;
 pub(crate) mod orphan_claims;

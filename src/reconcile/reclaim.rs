@@ -10,13 +10,14 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::controller::{CALL_TIMEOUT, Controller, Cx, Plan};
+use super::head;
 use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
 use crate::domain::labels::select;
 use crate::domain::reclaim::Decision;
-use crate::domain::reclaim::sweep::{self, Act, ClusterKey, Look, Usage};
+use crate::domain::reclaim::sweep::{self, Act, Beyond, ClusterKey, Look, Usage};
 use crate::metrics::{ClusterLabels, KindLabel, StateLabel};
 use crate::world::background::{Key, Kind, Scope, Written};
 use crate::world::{Background, WorldError};
@@ -68,9 +69,20 @@ async fn pass<W: Background>(cx: &Cx<'_, W>) -> Result<(), WorldError> {
             meta.name.clone().unwrap_or_default(),
         );
         let used = usage.remove(&key).unwrap_or_default();
-        let Some(look) = sweep::judge(meta, used, &config.reclaim, now) else {
+        let Some(mut look) = sweep::judge(meta, used.clone(), &config.reclaim, now) else {
             continue;
         };
+        // About to mark or delete: ask the head whether it runs work no RayJob stands for.
+        if look.marks_or_deletes() {
+            let beyond = Beyond {
+                head: head::heard(cx.world, config, &key).await,
+                ..Beyond::default()
+            };
+            match sweep::judge_with(meta, used, &beyond, &config.reclaim, now) {
+                Some(heard) => look = heard,
+                None => continue,
+            }
+        }
         *states.entry(look.decision.state()).or_default() += 1;
         let (cluster_namespace, cluster) = look.key.clone();
         let series = ClusterLabels {

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::controller::{CALL_TIMEOUT, Controller, Cx, Memo, Plan, Runs};
+use super::controller::{Controller, Cx, Memo, Plan, Runs};
+use super::head::{self, HeadError};
 use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
@@ -21,7 +22,6 @@ use crate::domain::labels::select;
 use crate::domain::shared_cluster::job_life::{self, StopReason, Submission, Verdict};
 use crate::metrics::Metrics;
 use crate::world::background::{Key, Kind, Scope};
-use crate::world::ray::DashboardError;
 use crate::world::watch::{Change, WatchEvent};
 use crate::world::{Background, WorldError};
 
@@ -109,7 +109,7 @@ impl<W: Background> Controller<W> for StopJobs {
         let deadline =
             Duration::from_millis(cx.config.shared_clusters.stop_jobs.timeout_ms) * PASS_TIMEOUTS;
         let pass = tokio::time::timeout(deadline, look.cluster(key)).await;
-        pass.unwrap_or(Err(LookError::Slow(deadline)))
+        pass.unwrap_or(Err(HeadError::Slow(deadline)))
             .map_err(|e| Failure {
                 cause: e.cause(),
                 error: Box::new(e),
@@ -132,31 +132,9 @@ struct Look<'a, W> {
     asked: &'a Memo,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum LookError {
-    #[error(transparent)]
-    Dashboard(#[from] DashboardError),
-    #[error("reading the cluster's head pod: {0}")]
-    HeadPods(#[from] WorldError),
-    #[error("reading the cluster's auth token: {0}")]
-    AuthSecret(String),
-    #[error("the cluster's pass took longer than {0:?}; the rest waits for the next")]
-    Slow(Duration),
-}
-
-impl LookError {
-    fn cause(&self) -> Cause {
-        match self {
-            // Both keep the stopper from the dashboard.
-            Self::Dashboard(_) | Self::AuthSecret(_) | Self::Slow(_) => Cause::Dashboard,
-            Self::HeadPods(_) => Cause::ReconcileList,
-        }
-    }
-}
-
 impl<W: Background> Look<'_, W> {
     /// Reads the cluster's submissions and stops those whose RayJob is gone or over.
-    async fn cluster(&self, key: &Key) -> Result<(), LookError> {
+    async fn cluster(&self, key: &Key) -> Result<(), HeadError> {
         let (ns, name) = key;
         let series = series(key);
         // No cluster, or no head to ask: no count of its Ray jobs stands.
@@ -167,33 +145,13 @@ impl<W: Background> Look<'_, W> {
             forget();
             return Ok(());
         };
-        // Suspended (Kueue preempted it): no head to ask (`suspended` tells its jobs).
-        if cluster["spec"]["suspend"] == true {
+        // No head to ask (suspended: `suspended` tells its jobs; none running yet): the
+        // next pass looks again.
+        let Some(at) = head::reach(self.world, self.config, key, &cluster).await? else {
             forget();
             return Ok(());
-        }
-        let template = &self.config.shared_clusters.stop_jobs.dashboard_url;
-        let head = if job_life::needs_head(template) {
-            match job_life::head(&cluster, &self.head_pods(ns, &cluster).await?) {
-                Ok(head) => Some(head),
-                // No head running: no Ray job to stop there now; the next pass looks again.
-                Err(e) => {
-                    tracing::debug!(namespace = %ns, cluster = %name, reason = %e, "no dashboard to ask");
-                    forget();
-                    return Ok(());
-                }
-            }
-        } else {
-            None
         };
-        let Some(base) = job_life::dashboard_url(template, &cluster, head.as_ref()) else {
-            return Ok(());
-        };
-        let auth = match job_life::auth_secret(&cluster) {
-            Some(expected) => Some(self.auth_token(ns, &cluster, &expected).await?),
-            None => None,
-        };
-        let auth = auth.as_deref();
+        let (base, auth) = (at.base, at.auth.as_deref());
         let list = self.world.ray_jobs(&base, auth).await?;
         if list.truncated {
             tracing::warn!(namespace = %ns, cluster = %name, max = job_life::job_list::MAX_JOBS, "the dashboard lists more jobs than rayshare reads; the first ones are judged");
@@ -237,41 +195,6 @@ impl<W: Background> Look<'_, W> {
         )
         .await;
         Ok(())
-    }
-
-    /// The head pod KubeRay reports for the cluster, as the API server has it (none yet:
-    /// empty); [`job_life::head`] checks it is the one KubeRay made.
-    async fn head_pods(&self, ns: &str, cluster: &Value) -> Result<Vec<Value>, WorldError> {
-        let Ok(name) = job_life::head_pod_name(cluster) else {
-            return Ok(Vec::new());
-        };
-        let key = (ns.to_string(), name.to_string());
-        let pod = self.world.get(Kind::Pod, &key, CALL_TIMEOUT).await?;
-        Ok(pod.into_iter().collect())
-    }
-
-    /// A token-mode cluster's dashboard token, from the Secret KubeRay's own dashboard
-    /// client reads (a live read: rayshare keeps no Secret in memory between passes).
-    async fn auth_token(
-        &self,
-        ns: &str,
-        cluster: &Value,
-        expected: &job_life::AuthSecret,
-    ) -> Result<String, LookError> {
-        let key = (ns.to_string(), expected.name.clone());
-        let read = self.world.get(Kind::Secret, &key, CALL_TIMEOUT).await;
-        let secret = read
-            .map_err(|e| {
-                let hint = if matches!(e, WorldError::Forbidden(_)) {
-                    " (the chart grants reading it with rbac.rayAuthSecrets: true)"
-                } else {
-                    ""
-                };
-                LookError::AuthSecret(format!("secret {}: {e}{hint}", expected.name))
-            })?
-            .ok_or_else(|| LookError::AuthSecret(format!("secret {}: not found", expected.name)))?;
-        job_life::auth_token(&secret, cluster, expected)
-            .map_err(|e| LookError::AuthSecret(e.to_string()))
     }
 
     /// Every RayJob that carries the token, as the API server has them.

@@ -74,6 +74,18 @@ pub struct Look {
 }
 
 impl Look {
+    /// Whether the pass is about to mark or delete the cluster: the steps the head's word
+    /// can hold back (`Beyond::head`), so the head is asked only then.
+    pub fn marks_or_deletes(&self) -> bool {
+        match &self.act {
+            Act::Delete { .. } | Act::DryRun(Step::Mark | Step::Delete) => true,
+            Act::Patch(patch) => {
+                patch["metadata"]["annotations"][labels::RECLAIM_MARKED].is_string()
+            }
+            Act::Nothing | Act::Labels(_) | Act::DryRun(_) => false,
+        }
+    }
+
     /// Why the cluster is (un)marked or deleted, for the log.
     pub fn reason(&self) -> String {
         let reason = match self.decision {

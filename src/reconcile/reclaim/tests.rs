@@ -81,3 +81,44 @@ fn another_installations_clusters_are_not_judged() {
     assert_eq!(kit.objects("RayCluster").len(), 1);
     assert!(kit.world.patches.lock().unwrap().is_empty());
 }
+
+/// The head answers at `http://idle.ns.dash` with `subs`.
+fn head_lists(kit: &mut Kit, subs: Vec<crate::domain::shared_cluster::job_life::Submission>) {
+    kit.config.shared_clusters.stop_jobs.dashboard_url = "http://{cluster}.{namespace}.dash".into();
+    let mut jobs = kit.world.ray_jobs.lock().unwrap();
+    jobs.insert("http://idle.ns.dash".into(), subs);
+}
+
+fn running(id: &str) -> crate::domain::shared_cluster::job_life::Submission {
+    crate::domain::shared_cluster::job_life::Submission {
+        id: id.into(),
+        status: "RUNNING".into(),
+        tie: None,
+        end_time: None,
+    }
+}
+
+#[test]
+fn a_cluster_whose_head_runs_a_job_no_rayjob_stands_for_is_kept_and_unmarked() {
+    let mut kit = Kit::default();
+    head_lists(&mut kit, vec![running("raysubmit_by_hand")]);
+    kit.have(cluster("idle", Some("2020-01-01T00:00:00Z")));
+    sweep(&kit);
+    let kept = kit.objects("RayCluster");
+    assert_eq!(kept.len(), 1, "not reclaimed");
+    assert!(kept[0]["metadata"]["annotations"][labels::RECLAIM_MARKED].is_null());
+    assert!(kit.reasons().is_empty());
+}
+
+#[test]
+fn a_cluster_whose_head_lists_no_work_is_reclaimed() {
+    let mut kit = Kit::default();
+    let mut over = running("raysubmit_done");
+    over.status = "SUCCEEDED".into();
+    over.end_time = Some(1);
+    head_lists(&mut kit, vec![over]);
+    kit.have(cluster("idle", Some("2020-01-01T00:00:00Z")));
+    sweep(&kit);
+    assert!(kit.objects("RayCluster").is_empty(), "reclaimed");
+    assert_eq!(kit.reasons(), ["Reclaimed"]);
+}
