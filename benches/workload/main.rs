@@ -89,7 +89,7 @@ impl Params {
     fn config(&self, ns: &str, cap: Option<u32>) -> String {
         let secs = |trace: f64| (trace / self.speedup).round().max(1.0) as u64;
         let mut config = format!(
-            "reclaim:\n  idleTtlSeconds: {}\n  intervalSeconds: {}\n  quietSeconds: {}\n  namespaces: [{ns}]\n",
+            "reclaim:\n  idleTtlSeconds: {}\n  intervalSeconds: {}\n  quietSeconds: {}\n  headSilenceSeconds: 0\n  namespaces: [{ns}]\n",
             secs(self.idle_ttl),
             secs(30.0).min(2),
             secs(40.0),

@@ -27,6 +27,7 @@ impl Default for Reclaim {
             max_idle_ttl_seconds: 86400,
             interval_seconds: 30,
             quiet_seconds: 40,
+            head_silence_seconds: 300,
             dry_run: false,
             namespaces: vec![],
         }

@@ -153,6 +153,9 @@ pub struct Reclaim {
     /// How long an idle cluster carries the reclaim mark before it is deleted: longer
     /// than an admitted job takes to be stored (the webhook timeout and then some).
     pub quiet_seconds: u64,
+    /// How long after the mark a head that does not say what it runs (its dashboard does
+    /// not answer) holds the delete; 0: the RayJobs alone decide.
+    pub head_silence_seconds: u64,
     /// Only log what would be deleted.
     pub dry_run: bool,
     /// Reclaim only in these namespaces (empty: all).

@@ -43,7 +43,8 @@ pub(super) struct Reached {
     pub auth: Option<String>,
 }
 
-/// The cluster's dashboard; `None`: no head to ask now (none running, suspended, no URL).
+/// The cluster's dashboard; `None`: no head to ask now (suspended, none running, or not
+/// the one KubeRay made), so no Ray work runs there either.
 pub(super) async fn reach<W: Background>(
     world: &W,
     config: &Config,
@@ -76,10 +77,10 @@ pub(super) async fn reach<W: Background>(
     Ok(Some(Reached { base, auth }))
 }
 
-/// What the reclaimer knows of the head of cluster `key` now: its job list read now, or
-/// `Unheard` when there is no head to ask or it does not answer (the reclaim rule bounds
-/// how long that holds a cluster); `NotAsked` when the job stopper, which owns the
-/// dashboard settings, is off.
+/// What the reclaimer knows of the head of cluster `key` now: its job list read now; no
+/// work when no head runs (nothing can run without one); `Unheard` when it does not answer
+/// (`reclaim.headSilenceSeconds` bounds how long that holds a cluster); `NotAsked` when
+/// the job stopper, which owns the dashboard settings, is off.
 pub(super) async fn heard<W: Background>(world: &W, config: &Config, key: &Key) -> Head {
     let stop_jobs = &config.shared_clusters.stop_jobs;
     if !stop_jobs.enabled {
@@ -98,7 +99,7 @@ pub(super) async fn heard<W: Background>(world: &W, config: &Config, key: &Key) 
     };
     match tokio::time::timeout(bound, read).await {
         Ok(Ok(Some(list))) => Head::Said(Said::of(&list, Timestamp::now())),
-        Ok(Ok(None)) => Head::Unheard,
+        Ok(Ok(None)) => Head::Said(Said::of(&JobList::default(), Timestamp::now())),
         Ok(Err(e)) => {
             tracing::info!(namespace = %key.0, cluster = %key.1, error = %e, "the head did not say what it runs; reclaim waits for it (bounded)");
             Head::Unheard

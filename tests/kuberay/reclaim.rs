@@ -25,7 +25,8 @@ async fn state(env: &TestEnv, job: &str) -> String {
 /// reclaimed, and the garbage collector takes KubeRay's pods and services with it.
 #[tokio::test]
 async fn an_idle_cluster_goes_with_kuberays_pods_and_services() {
-    let config = "reclaim:\n  idleTtlSeconds: 3\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [e2e-kr-reclaim]\n";
+    // kwok's heads run no Ray: no dashboard answers, so the RayJobs alone decide.
+    let config = "reclaim:\n  idleTtlSeconds: 3\n  intervalSeconds: 1\n  quietSeconds: 2\n  headSilenceSeconds: 0\n  namespaces: [e2e-kr-reclaim]\n";
     let env = TestEnv::new("kr-reclaim", config, 1).await;
     let _kuberay = KubeRay::start(&env.name, &[&env.ns], &KubeRayOptions::default()).await;
     let (file, job, _) = JOBS[0];
@@ -82,7 +83,7 @@ async fn an_idle_cluster_goes_with_kuberays_pods_and_services() {
 /// and the next one lands at varying points of the idle TTL and the reclaimer's cycle.
 #[tokio::test]
 async fn jobs_admitted_during_reclamation_are_never_stranded() {
-    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  quietSeconds: 1\n  namespaces: [e2e-kr-race]\n";
+    let config = "reclaim:\n  idleTtlSeconds: 1\n  intervalSeconds: 1\n  quietSeconds: 1\n  headSilenceSeconds: 0\n  namespaces: [e2e-kr-race]\n";
     let env = TestEnv::new("kr-race", config, 1).await;
     let _kuberay = KubeRay::start(&env.name, &[&env.ns], &KubeRayOptions::default()).await;
     let mut uids = BTreeSet::new();

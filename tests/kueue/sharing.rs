@@ -24,7 +24,7 @@ const OTHER: &str = "rayjob-other-config.yaml";
 pub fn rayshare_config(ns: &str) -> String {
     format!(
         "sharedClusters:\n  kueue: admitSharedCluster\n  stopJobs:\n    intervalSeconds: 1\n\
-         reclaim:\n  idleTtlSeconds: 3\n  intervalSeconds: 1\n  quietSeconds: 2\n  namespaces: [{ns}]\n"
+         reclaim:\n  idleTtlSeconds: 3\n  intervalSeconds: 1\n  quietSeconds: 2\n  headSilenceSeconds: 0\n  namespaces: [{ns}]\n"
     )
 }
 

@@ -33,7 +33,8 @@ use super::Step;
 use crate::domain::shared_cluster::job_life::job_list::JobList;
 use crate::domain::time::elapsed;
 
-/// How long the head's silence can hold a deletion (after the mark), and how old an
+/// The default of `reclaim.headSilenceSeconds`: how long the head's silence can hold a
+/// deletion (after the mark), and how old an
 /// answer that lists work may be to hold a mark: ten of the job stopper's default
 /// 30-second passes, each of which reads the list.
 pub const SILENCE: Duration = Duration::from_secs(300);

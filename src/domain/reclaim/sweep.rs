@@ -107,7 +107,7 @@ impl Look {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beyond {
     /// What its head last said about its work: never deleted while it lists work after
-    /// the mark, held at most [`head::SILENCE`] by a silent head.
+    /// the mark, held at most `reclaim.headSilenceSeconds` by a silent head.
     pub head: Head,
     /// Kept warm ahead of demand, and why (`domain::warm_ahead`): never marked, and a
     /// mark it carries comes off (admission sends no job to a marked cluster).
@@ -169,7 +169,8 @@ pub fn judge_with(
         Duration::from_secs(cfg.quiet_seconds),
         now,
     );
-    let heard = head::check(step, &beyond.head, marked, head::SILENCE, now);
+    let silence = Duration::from_secs(cfg.head_silence_seconds);
+    let heard = head::check(step, &beyond.head, marked, silence, now);
     let (step, note) = match &beyond.kept_warm {
         Some(why) if marked.is_some() => (Step::Unmark, Some(why.clone())),
         Some(why) if step == Step::Mark => (Step::Keep, Some(why.clone())),
