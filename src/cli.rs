@@ -77,7 +77,7 @@ pub enum Command {
     /// Tell what is wired: the webhook registration, its Service and pods, the opted-in
     /// namespaces, KubeRay, Volcano and Kueue, and a dry-run RayJob rewritten. One line
     /// per check (ok, warn, fail); exit code 1 when one failed.
-    Check(crate::check::CheckArgs),
+    Check(CheckArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -273,6 +273,30 @@ pub struct DrainArgs {
         required_unless_present = "instance"
     )]
     pub all_instances: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// kubeconfig file (else $KUBECONFIG, ~/.kube/config, or in-cluster, as kubectl).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The installation to check: its `instance` (the label `rayshare.io/instance` on its
+    /// MutatingWebhookConfiguration) or its MutatingWebhookConfiguration's name. Needed
+    /// only when several are installed.
+    #[arg(long)]
+    pub instance: Option<String>,
+    /// The opted-in namespace to run the dry-run RayJob in; the first opted-in one when
+    /// absent.
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// `table`: one line per check (ok, warn or fail) and a hint under each that is not ok.
+    /// `json`: {"ok", "checks": [{"check", "level", "said", "hint"}]}. Exit code 1 when a
+    /// check failed.
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: StatusOutput,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ static NOTED: OnceLock<(String, bool)> = OnceLock::new();
 /// Judges `image` against this binary, remembers it for the metric, and logs a warning
 /// when it is a placeholder. Call once, before the metrics are made.
 pub fn note(image: Option<&str>) -> Image {
-    let verdict = build::judge(image, crate::cli::VERSION, RELEASE);
+    let verdict = build::judge(image, crate::version::VERSION, RELEASE);
     let shown = image.unwrap_or("unknown").to_string();
     match &verdict {
         Image::Placeholder(why) => tracing::warn!(

@@ -4,42 +4,15 @@
 
 mod reads;
 
-use std::path::PathBuf;
-
-use clap::Args;
 use kube::Client;
 use serde_json::Value;
 
-use crate::cli::StatusOutput;
+use crate::cli::CheckArgs;
 use crate::domain::check::dry_run::{self, DryRun};
 use crate::domain::check::operators::{self, Served};
 use crate::domain::check::registration::{self, Target};
 use crate::domain::check::service;
 use crate::domain::check::{Line, Report};
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// kubeconfig file (else $KUBECONFIG, ~/.kube/config, or in-cluster, as kubectl).
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// kubeconfig context to use.
-    #[arg(long)]
-    pub context: Option<String>,
-    /// The installation to check: its `instance` (the label `rayshare.io/instance` on its
-    /// MutatingWebhookConfiguration) or its MutatingWebhookConfiguration's name. Needed
-    /// only when several are installed.
-    #[arg(long)]
-    pub instance: Option<String>,
-    /// The opted-in namespace to run the dry-run RayJob in; the first opted-in one when
-    /// absent.
-    #[arg(short = 'n', long)]
-    pub namespace: Option<String>,
-    /// `table`: one line per check (ok, warn or fail) and a hint under each that is not ok.
-    /// `json`: {"ok", "checks": [{"check", "level", "said", "hint"}]}. Exit code 1 when a
-    /// check failed.
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    pub output: StatusOutput,
-}
 
 /// Every check, in the order an operator would go: the registration, what it points at,
 /// the operators, then a dry run through it all.
