@@ -178,7 +178,7 @@ async fn run_drain(args: DrainArgs) -> ExitCode {
     }
 }
 
-async fn run_check(args: rayshare::check::CheckArgs) -> ExitCode {
+async fn run_check(args: rayshare::cli::CheckArgs) -> ExitCode {
     let client = match status::client(args.kubeconfig.as_deref(), args.context.as_deref()).await {
         Ok(client) => client,
         Err(e) => return fail(format!("cannot make a Kubernetes client: {e}"), 2),
