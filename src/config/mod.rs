@@ -163,7 +163,7 @@ pub struct Reclaim {
 }
 
 /// Keeping a config's shared clusters warm ahead of demand, from the arrivals it has seen
-/// (`domain::warm_ahead`). Off by default; no controller acts on it yet.
+/// (`domain::warm_ahead`, carried out by `reconcile::warm_ahead`). Off by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct WarmAhead {

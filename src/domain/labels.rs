@@ -48,6 +48,9 @@ pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
 pub const LAST_ACTIVE: &str = "rayshare.io/last-active";
 /// Annotation set by the reclaimer on an idle cluster it will delete after the quiet period.
 pub const RECLAIM_MARKED: &str = "rayshare.io/reclaim-marked-at";
+/// Annotation the warm-ahead controller sets on a pool member it keeps warm past the idle
+/// TTL, saying why; the reclaimer keeps such a member while `warmAhead.enabled`.
+pub const KEPT_WARM: &str = "rayshare.io/kept-warm";
 
 // The pool's labels on each shared cluster, for `kubectl get -L` (src/domain/reclaim/pool.rs):
 // label-safe copies of what the annotations above and the reclaimer know.

@@ -24,5 +24,6 @@ pub(crate) mod suspended;
 #[cfg(test)]
 mod testkit;
 pub(crate) mod wake_on_ready;
+pub(crate) mod warm_ahead;
 
 pub use elector::Election;

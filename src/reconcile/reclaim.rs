@@ -15,7 +15,7 @@ use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
-use crate::domain::labels::select;
+use crate::domain::labels::{self, select};
 use crate::domain::reclaim::Decision;
 use crate::domain::reclaim::sweep::{self, Act, Beyond, ClusterKey, Look, Usage};
 use crate::metrics::{ClusterLabels, KindLabel, StateLabel};
@@ -69,15 +69,23 @@ async fn pass<W: Background>(cx: &Cx<'_, W>) -> Result<(), WorldError> {
             meta.name.clone().unwrap_or_default(),
         );
         let used = usage.remove(&key).unwrap_or_default();
-        let Some(mut look) = sweep::judge(meta, used.clone(), &config.reclaim, now) else {
+        // Kept warm ahead of demand, while warm-ahead is on (a note left from before does
+        // not pin a cluster once it is off).
+        let kept_warm = config.warm_ahead.enabled.then(|| {
+            let notes = meta.annotations.as_ref();
+            notes.and_then(|a| a.get(labels::KEPT_WARM)).cloned()
+        });
+        let mut beyond = Beyond {
+            kept_warm: kept_warm.flatten(),
+            ..Beyond::default()
+        };
+        let Some(mut look) = sweep::judge_with(meta, used.clone(), &beyond, &config.reclaim, now)
+        else {
             continue;
         };
         // About to mark or delete: ask the head whether it runs work no RayJob stands for.
         if look.marks_or_deletes() {
-            let beyond = Beyond {
-                head: head::heard(cx.world, config, &key).await,
-                ..Beyond::default()
-            };
+            beyond.head = head::heard(cx.world, config, &key).await;
             match sweep::judge_with(meta, used, &beyond, &config.reclaim, now) {
                 Some(heard) => look = heard,
                 None => continue,

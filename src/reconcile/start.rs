@@ -20,6 +20,7 @@ use super::runner::{self, Schedule};
 use super::stop_jobs::StopJobs;
 use super::suspended::Suspended;
 use super::wake_on_ready::WakeOnReady;
+use super::warm_ahead::WarmAhead;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::world::background::Key;
@@ -57,7 +58,7 @@ fn row<C: Controller<KubeWorld>>() -> Row {
 }
 
 /// Every controller rayshare has.
-pub fn table() -> [Row; 8] {
+pub fn table() -> [Row; 9] {
     [
         row::<MakeClusters>(),
         row::<MakeGroups>(),
@@ -67,6 +68,7 @@ pub fn table() -> [Row; 8] {
         row::<StopJobs>(),
         row::<Suspended>(),
         row::<WakeOnReady>(),
+        row::<WarmAhead>(),
     ]
 }
 
@@ -190,6 +192,7 @@ mod tests {
             "RayJobStop",
             "SharedClusterSuspended",
             "SharedClusterReady",
+            "SharedClusterWarm",
         ];
         assert_eq!(kinds, known);
     }

@@ -1,4 +1,4 @@
-//! Waking jobs when their shared cluster is *ready* (pure; no controller calls it yet).
+//! Waking jobs when their shared cluster is *ready* (pure; `reconcile::wake_on_ready` calls it).
 //!
 //! KubeRay's RayJob controller holds a job in Initializing while its selected cluster's
 //! `status.state` is not `ready`, and looks again every 3 seconds

@@ -1,4 +1,4 @@
-//! Warm ahead of demand (pure; no controller acts on it yet): from the arrivals a config
+//! Warm ahead of demand (pure; `reconcile::warm_ahead` carries it out): from the arrivals a config
 //! has seen ([`rate`]), how many of its pool members to keep warm past the idle TTL, which
 //! to make before any job asks, and which to let go, with a reason for each one kept.
 //!
@@ -24,6 +24,7 @@ use crate::domain::shared_cluster::MAX_POOL;
 
 pub mod ahead;
 pub mod inputs;
+pub mod pools;
 pub mod rate;
 pub mod tracker;
 

@@ -49,6 +49,11 @@ impl Tracker {
         self.configs.get(key)
     }
 
+    /// Every config remembered, with its arrivals.
+    pub fn configs(&self) -> impl Iterator<Item = (&ConfigKey, &Rate)> {
+        self.configs.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.configs.len()
     }

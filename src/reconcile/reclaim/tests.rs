@@ -122,3 +122,29 @@ fn a_cluster_whose_head_lists_no_work_is_reclaimed() {
     assert!(kit.objects("RayCluster").is_empty(), "reclaimed");
     assert_eq!(kit.reasons(), ["Reclaimed"]);
 }
+
+#[test]
+fn a_member_kept_warm_stays_while_warm_ahead_is_on_and_only_then() {
+    let kept = || {
+        let mut c = cluster("idle", Some("2020-01-01T00:00:00Z"));
+        c["metadata"]["annotations"][labels::KEPT_WARM] =
+            json!("kept warm: about 4.0 tasks an hour");
+        c
+    };
+    let mut kit = Kit::default();
+    kit.config.warm_ahead.enabled = true;
+    kit.have(kept());
+    sweep(&kit);
+    let left = kit.objects("RayCluster");
+    assert_eq!(left.len(), 1, "kept");
+    assert!(
+        left[0]["metadata"]["annotations"][labels::RECLAIM_MARKED].is_null(),
+        "unmarked"
+    );
+
+    // Off: a note left from before pins nothing.
+    let kit = Kit::default();
+    kit.have(kept());
+    sweep(&kit);
+    assert!(kit.objects("RayCluster").is_empty(), "reclaimed");
+}
