@@ -22,3 +22,4 @@ mod shared_clusters;
 mod status;
 mod tenant_isolation;
 mod uninstall_hook;
+mod warm_ahead;
