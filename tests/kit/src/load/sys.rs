@@ -40,6 +40,7 @@ pub fn wait_for_quiet(cores: f64, max: Duration) -> f64 {
     let deadline = Instant::now() + max;
     loop {
         let (t0, c0) = (Instant::now(), system_cpu_ns());
+        // The measurement's own window (CPU time over one second), not a wait for an event.
         std::thread::sleep(Duration::from_millis(1000));
         let busy = system_cpu_ns().saturating_sub(c0) as f64 / t0.elapsed().as_nanos() as f64;
         if busy < cores || Instant::now() >= deadline {
