@@ -39,6 +39,23 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// On every replica, if `on`: every key again each `resync`, `concurrency` keys at once,
+    /// a failed key retried after at most `max_backoff`.
+    pub fn every_replica(
+        on: bool,
+        resync: Duration,
+        concurrency: usize,
+        max_backoff: Duration,
+    ) -> Option<Self> {
+        on.then_some(Self {
+            resync,
+            runs: Runs::EveryReplica {
+                concurrency,
+                max_backoff,
+            },
+        })
+    }
+
     /// While this replica leads, every `secs` seconds (at least one), if `on`.
     pub fn while_leading(on: bool, secs: u64) -> Option<Self> {
         on.then_some(Self {
@@ -84,6 +101,13 @@ pub trait Controller<W: Background>: Sized + Send + Sync + 'static {
         cx: &Cx<'_, W>,
         key: &Key,
     ) -> impl Future<Output = Result<(), Failure>> + Send;
+}
+
+/// The (namespace, name) of an object as a watch shows it.
+pub fn key_of(object: &serde_json::Value) -> Key {
+    let meta = &object["metadata"];
+    let field = |f: &str| meta[f].as_str().unwrap_or_default().to_string();
+    (field("namespace"), field("name"))
 }
 
 /// How long a sweep's write may take.

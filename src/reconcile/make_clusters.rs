@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
-use super::controller::{Controller, Cx, Memo, Plan, Runs};
+use super::controller::{Controller, Cx, Memo, Plan};
 use super::runner::Failure;
 use crate::cause::Cause;
 use crate::config::Config;
@@ -39,17 +39,12 @@ impl<W: Background> Controller<W> for MakeClusters {
     const KIND: &'static str = "SharedClusterProvision";
 
     fn plan(config: &Config) -> Option<Plan> {
-        config.shared_clusters.enabled.then_some(Plan {
-            // Every stored job is looked at again this often (a failed create, a missed event).
-            resync: Duration::from_secs(30),
-            runs: Runs::EveryReplica {
-                // A burst of new configs waits for one round trip, not one per config.
-                concurrency: 8,
-                // A cluster whose create failed (a quota, a policy) is tried again at most
-                // this long after the last try: its jobs wait, and the quota may free.
-                max_backoff: Duration::from_secs(10),
-            },
-        })
+        // Every stored job is looked at again each 30 s (a failed create, a missed event);
+        // a burst of new configs waits for one round trip, not one per config (8 at once);
+        // a cluster whose create failed (a quota, a policy) is tried again at most 10 s
+        // after the last try: its jobs wait, and the quota may free.
+        let on = config.shared_clusters.enabled;
+        Plan::every_replica(on, Duration::from_secs(30), 8, Duration::from_secs(10))
     }
 
     fn trigger(event: &WatchEvent) -> Option<Key> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::controller::{Controller, Cx, Plan, Runs};
+use super::controller::{Controller, Cx, Plan};
 use super::runner::{self, Failure};
 use crate::cause::Cause;
 use crate::config::Config;
@@ -30,14 +30,9 @@ impl<W: Background> Controller<W> for MakeGroups {
     const KIND: &'static str = "PodGroupProvision";
 
     fn plan(config: &Config) -> Option<Plan> {
-        config.pod_groups.enabled.then_some(Plan {
-            // Stored pods are looked at again this often (a failed create, a missed event).
-            resync: Duration::from_secs(30),
-            runs: Runs::EveryReplica {
-                concurrency: 16,
-                max_backoff: runner::MAX_BACKOFF,
-            },
-        })
+        // Stored pods are looked at again each 30 s (a failed create, a missed event).
+        let on = config.pod_groups.enabled;
+        Plan::every_replica(on, Duration::from_secs(30), 16, runner::MAX_BACKOFF)
     }
 
     fn trigger(event: &WatchEvent) -> Option<Key> {

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::{Value, json};
 
-use super::controller::{Controller, Cx, Plan};
+use super::controller::{Controller, Cx, Plan, key_of};
 use super::runner::Failure;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
@@ -19,12 +19,6 @@ use crate::world::Background;
 use crate::world::background::Key;
 
 pub struct Suspended;
-
-fn key_of(object: &Value) -> Key {
-    let meta = &object["metadata"];
-    let field = |f: &str| meta[f].as_str().unwrap_or_default().to_string();
-    (field("namespace"), field("name"))
-}
 
 impl<W: Background> Controller<W> for Suspended {
     const KIND: &'static str = "SharedClusterSuspended";

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::controller::{Controller, Cx, Plan, Runs};
+use super::controller::{Controller, Cx, Plan, key_of};
 use super::make_clusters::wake_jobs;
 use super::runner::Failure;
 use crate::config::Config;
@@ -25,15 +25,10 @@ impl<W: Background> Controller<W> for WakeOnReady {
     const KIND: &'static str = "SharedClusterReady";
 
     fn plan(config: &Config) -> Option<Plan> {
-        config.shared_clusters.enabled.then_some(Plan {
-            // A missed event: the jobs still wait at most KubeRay's own 3-second requeue,
-            // so the resync is a backstop only.
-            resync: Duration::from_secs(30),
-            runs: Runs::EveryReplica {
-                concurrency: 4,
-                max_backoff: Duration::from_secs(10),
-            },
-        })
+        // A missed event: the jobs still wait at most KubeRay's own 3-second requeue, so
+        // the resync is a backstop only.
+        let on = config.shared_clusters.enabled;
+        Plan::every_replica(on, Duration::from_secs(30), 4, Duration::from_secs(10))
     }
 
     fn trigger(event: &WatchEvent) -> Option<Key> {
@@ -57,10 +52,7 @@ impl<W: Background> Controller<W> for WakeOnReady {
         clusters
             .iter()
             .filter(|c| ready_since(c).is_some())
-            .map(|c| {
-                let field = |f: &str| c["metadata"][f].as_str().unwrap_or_default().to_string();
-                (field("namespace"), field("name"))
-            })
+            .map(key_of)
             .collect()
     }
 
