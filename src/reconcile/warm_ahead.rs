@@ -2,7 +2,8 @@
 //! `warmAhead.enabled`; `domain::warm_ahead` decides). Each pass feeds the arrivals the
 //! stored-job cache shows (each job once, oldest first) to the tracker, builds every
 //! namespace's pools from the caches, and carries the plan out: a member made ahead is
-//! built from the config's newest stored job as the cluster maker builds one
+//! built from the config's newest stored job (or, once its jobs are gone, the template
+//! the tracker cut from one) as the cluster maker builds one
 //! (`warm_ahead::ahead`), a member kept gets the `rayshare.io/kept-warm` annotation with
 //! why (the reclaimer keeps it), a member let go loses it (the idle TTL applies again).
 
@@ -77,20 +78,28 @@ impl<W: Background> Controller<W> for WarmAhead {
                 .collect();
             cx.memo.keep(|uid| live.contains(uid));
             let pools = pools::pools(&tracker, &jobs, &clusters, cx.config, now);
-            let plans: Vec<(String, PoolPlan)> = pools
+            for (config, job) in &pools.newest_job {
+                let uid = job["metadata"]["uid"].as_str().unwrap_or_default();
+                tracker.remember(config, uid, job);
+            }
+            let plans: Vec<(String, PoolPlan, Option<Value>)> = pools
                 .by_namespace
                 .iter()
                 .flat_map(|(ns, p)| {
-                    warm_ahead::plan(p, &limits)
-                        .into_iter()
-                        .map(|plan| (ns.clone(), plan))
+                    warm_ahead::plan(p, &limits).into_iter().map(|plan| {
+                        let config = (ns.clone(), plan.digest.clone());
+                        let template = tracker.template(&config).cloned();
+                        (ns.clone(), plan, template)
+                    })
                 })
                 .collect();
             (plans, pools)
         };
-        for (ns, plan) in &plans {
+        for (ns, plan, template) in &plans {
+            // The newest stored job, or once every job of the config is gone, its template.
             for place in &plan.create {
-                let Some(job) = pools.newest_job.get(&(ns.clone(), plan.digest.clone())) else {
+                let config = (ns.clone(), plan.digest.clone());
+                let Some(job) = pools.newest_job.get(&config).copied().or(template.as_ref()) else {
                     continue;
                 };
                 make_ahead(cx, ns, job, *place).await;

@@ -3,13 +3,30 @@
 //! another place of the pool. So a cluster made ahead is held to the same rule as any
 //! other: made only under the name its spec hashes to, from a job the API server stored
 //! (a finished RayJob will do: Flyte keeps them `ttlSecondsAfterFinished`, an hour by
-//! default), never from a review's word.
+//! default), or from the [`template`] cut from one, never from a review's word.
 
 use serde_json::{Value, json};
 
 use crate::config::SharedClusters;
 use crate::domain::labels;
 use crate::domain::shared_cluster::{Refusal, cluster_for_job, member_name, pool_place};
+
+/// What of a stored job a member is built from (its namespace, labels, annotations, the
+/// cluster spec among them, and its selector), so the tracker keeps no entrypoint, runtime
+/// env, submitter or status of a job long gone. `cluster_ahead` of a template is
+/// `cluster_ahead` of its job.
+pub fn template(job: &Value) -> Value {
+    let meta = &job["metadata"];
+    json!({
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": meta["labels"],
+            "annotations": meta["annotations"],
+        },
+        "spec": {"clusterSelector": job["spec"]["clusterSelector"]},
+    })
+}
 
 /// The cluster for `place` of the pool `job` selects a member of.
 pub fn cluster_ahead(job: &Value, place: u32, cfg: &SharedClusters) -> Result<Value, Refusal> {
@@ -61,6 +78,22 @@ mod tests {
         assert_eq!(ahead["metadata"]["name"], member_name(base, 3));
         assert_eq!(ahead["spec"], own["spec"]);
         assert_eq!(ahead["metadata"]["labels"], own["metadata"]["labels"]);
+    }
+
+    #[test]
+    fn a_template_makes_what_its_job_makes_and_keeps_no_more() {
+        let mut job = stored();
+        job["status"] = json!({"jobDeploymentStatus": "Complete"});
+        let cfg = SharedClusters::default();
+        let t = template(&job);
+        for place in [0, 2] {
+            assert_eq!(
+                cluster_ahead(&t, place, &cfg).unwrap(),
+                cluster_ahead(&job, place, &cfg).unwrap()
+            );
+        }
+        assert_eq!(t["spec"].as_object().unwrap().len(), 1, "{t}");
+        assert!(t.get("status").is_none());
     }
 
     #[test]

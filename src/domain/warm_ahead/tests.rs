@@ -357,3 +357,20 @@ fn the_config_gives_the_limits_and_the_memory() {
     let m = Memory::from_config(&cfg);
     assert_eq!(m, memory());
 }
+
+#[test]
+fn a_template_is_kept_per_config_remembered_and_goes_with_it() {
+    let mut tracker = Tracker::new(memory(), 1);
+    let key = |ns: &str, d: &str| (ns.to_string(), d.to_string());
+    let job = |image: &str| serde_json::json!({"metadata": {"namespace": "a"}, "spec": {"clusterSelector": {"ray.io/cluster": image}}});
+    // Not remembered yet: nothing kept.
+    tracker.remember(&key("a", "x"), "u1", &job("x"));
+    assert!(tracker.template(&key("a", "x")).is_none());
+    tracker.arrived(&key("a", "x"), T0);
+    tracker.remember(&key("a", "x"), "u1", &job("x"));
+    let kept = tracker.template(&key("a", "x")).cloned().unwrap();
+    assert_eq!(kept, ahead::template(&job("x")));
+    // Another config past the cap evicts the first, template and all.
+    tracker.arrived(&key("a", "y"), T0 + MIN);
+    assert!(tracker.template(&key("a", "x")).is_none());
+}

@@ -3,8 +3,15 @@
 //! remembered. A new config past the cap evicts the stalest (the oldest last arrival) of
 //! the namespace that holds the most, so one namespace making configs in a loop evicts
 //! its own before anyone else's.
+//!
+//! With each config it keeps the template a member made ahead is built from
+//! ([`super::ahead::template`]): Flyte deletes or ages out a finished task's RayJob, so
+//! by the time a config's next burst is due its stored jobs are often gone. A template is
+//! cut from a job the API server stored, never from a review, and goes with its config.
 
 use std::collections::HashMap;
+
+use serde_json::Value;
 
 use super::rate::{Memory, Rate};
 
@@ -17,6 +24,8 @@ pub struct Tracker {
     memory: Memory,
     max_configs: usize,
     configs: HashMap<ConfigKey, Rate>,
+    /// Per config: the uid of the job the template was cut from, and the template.
+    templates: HashMap<ConfigKey, (String, Value)>,
 }
 
 impl Tracker {
@@ -25,6 +34,7 @@ impl Tracker {
             memory,
             max_configs: max_configs.max(1),
             configs: HashMap::new(),
+            templates: HashMap::new(),
         }
     }
 
@@ -43,6 +53,26 @@ impl Tracker {
         }
         self.configs
             .insert(key.clone(), Rate::first(at_ms, &self.memory));
+    }
+
+    /// Keeps `job` (a stored job of config `key`, uid `uid`) as the config's template, cut
+    /// to what a member is built from; only for a config remembered, and only when it is
+    /// another job than the one kept (a pass sees the same newest job again and again).
+    pub fn remember(&mut self, key: &ConfigKey, uid: &str, job: &Value) {
+        if !self.configs.contains_key(key) {
+            return;
+        }
+        if self.templates.get(key).is_some_and(|(kept, _)| kept == uid) {
+            return;
+        }
+        let template = super::ahead::template(job);
+        self.templates
+            .insert(key.clone(), (uid.to_string(), template));
+    }
+
+    /// The template of config `key`, if a job of it was seen.
+    pub fn template(&self, key: &ConfigKey) -> Option<&Value> {
+        self.templates.get(key).map(|(_, t)| t)
     }
 
     pub fn rate(&self, key: &ConfigKey) -> Option<&Rate> {
@@ -84,6 +114,7 @@ impl Tracker {
             .map(|(k, _)| k.clone());
         if let Some(key) = stalest {
             self.configs.remove(&key);
+            self.templates.remove(&key);
         }
     }
 }

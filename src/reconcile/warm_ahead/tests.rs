@@ -104,3 +104,30 @@ fn a_config_not_opted_in_or_seen_once_is_left_to_the_idle_ttl() {
         "let go: its note is removed"
     );
 }
+
+#[test]
+fn a_config_whose_jobs_are_gone_is_made_ahead_from_its_template() {
+    let kit = kit();
+    let controller = <WarmAhead as Controller<MemoryWorld>>::new(&kit.config);
+    let member = finished_tasks(&kit, 6);
+    kit.have(ready_member(&member.1));
+    kit.look(&controller, &key("", "SharedClusterWarm"))
+        .unwrap();
+    assert!(kept_warm(&kit, &member.1).is_some());
+    // Flyte deleted the finished tasks and the member went (as a person would delete it).
+    kit.world.stored.lock().unwrap().clear();
+    kit.world.objects.lock().unwrap().clear();
+    kit.look(&controller, &key("", "SharedClusterWarm"))
+        .unwrap();
+    let made = kit.objects("RayCluster");
+    let names: Vec<&Value> = made.iter().map(|c| &c["metadata"]["name"]).collect();
+    assert!(names.contains(&&json!(member.1)), "{names:?}");
+    let again = made
+        .iter()
+        .find(|c| c["metadata"]["name"] == json!(member.1))
+        .unwrap();
+    assert!(
+        again["spec"]["headGroupSpec"].is_object(),
+        "built from the template"
+    );
+}
