@@ -22,10 +22,16 @@
 //!   RAYSHARE_WORKLOAD_COLD_START  a pod's cold start, trace seconds (60)
 //!   RAYSHARE_WORKLOAD_IDLE_TTL    rayshare's idle TTL, trace seconds (300)
 //!   RAYSHARE_WORKLOAD_DAY         the day's length, trace seconds (2400)
-//!   RAYSHARE_WORKLOAD_SEED        the trace's seed (48)
-//!   RAYSHARE_WORKLOAD_RUNS        which runs, comma-separated: kuberay,rayshare,capped
-//!                                 (default kuberay,rayshare)
+//!   RAYSHARE_WORKLOAD_DAYS        days played one after another (2): warm-ahead's
+//!                                 time-of-day memory needs a day seen
+//!   RAYSHARE_WORKLOAD_SEED        the trace's seed (48; day d draws from seed + d)
+//!   RAYSHARE_WORKLOAD_RUNS        which runs, comma-separated: kuberay,rayshare,warm,capped
+//!                                 (default kuberay,rayshare,warm)
 //!   RAYSHARE_WORKLOAD_CAP         the pool cap of the `capped` run (4)
+//!
+//! `warm` is rayshare with warm-ahead on for the namespace, its clocks scaled to the
+//! compressed day as the reclaimer's are: the time-of-day period is the day, the rate's
+//! half-life 600 trace seconds, a burst the arrivals within 20 trace seconds.
 //!
 //! A benchmark, never a test: under `cargo test` it only says it was skipped. The table
 //! goes to stdout and to $RAYSHARE_BENCH_OUT/workload.md (default target/bench).
@@ -47,6 +53,7 @@ pub struct Params {
     pub cold_start: f64,
     pub idle_ttl: f64,
     pub day: f64,
+    pub days: u32,
     pub seed: u64,
     pub cap: u32,
     /// How long a task may wait before it counts as not started.
@@ -71,6 +78,7 @@ impl Params {
             cold_start: var("RAYSHARE_WORKLOAD_COLD_START", 60.0),
             idle_ttl,
             day: var("RAYSHARE_WORKLOAD_DAY", 2400.0),
+            days: var("RAYSHARE_WORKLOAD_DAYS", 2u32).max(1),
             seed: var("RAYSHARE_WORKLOAD_SEED", 48),
             cap: var("RAYSHARE_WORKLOAD_CAP", 4),
             start_deadline: Duration::from_secs(180),
@@ -86,7 +94,7 @@ impl Params {
     }
     /// rayshare's config: the defaults, with the reclaim clock scaled to the day (the
     /// default TTL is 1,800 s, the pass every 30 s, the quiet period 40 s).
-    fn config(&self, ns: &str, cap: Option<u32>) -> String {
+    fn config(&self, ns: &str, cap: Option<u32>, warm: bool) -> String {
         let secs = |trace: f64| (trace / self.speedup).round().max(1.0) as u64;
         let mut config = format!(
             "reclaim:\n  idleTtlSeconds: {}\n  intervalSeconds: {}\n  quietSeconds: {}\n  headSilenceSeconds: 0\n  namespaces: [{ns}]\n",
@@ -96,6 +104,14 @@ impl Params {
         );
         if let Some(cap) = cap {
             config.push_str(&format!("sharedClusters:\n  maxJobsPerCluster: {cap}\n"));
+        }
+        if warm {
+            config.push_str(&format!(
+                "warmAhead:\n  enabled: true\n  namespaces: [{ns}]\n  halfLifeSeconds: {}\n  burstWindowSeconds: {}\n  periodSeconds: {}\n",
+                secs(600.0),
+                secs(20.0),
+                secs(self.day),
+            ));
         }
         config
     }
@@ -153,26 +169,29 @@ fn row(label: &str, o: &Outcome, base: Option<&Outcome>) -> String {
 }
 
 async fn table(p: &Params) -> Vec<String> {
-    let tasks = trace::tasks(&trace::Shape::new(p.day, p.seed));
-    let runs = std::env::var("RAYSHARE_WORKLOAD_RUNS").unwrap_or("kuberay,rayshare".into());
+    let tasks = trace::days(&trace::Shape::new(p.day, p.seed), p.days);
+    let runs = std::env::var("RAYSHARE_WORKLOAD_RUNS").unwrap_or("kuberay,rayshare,warm".into());
     let mut rows: Vec<(String, Outcome)> = Vec::new();
     // One TestEnv per name (its namespaces and rayshare): KubeRay alone runs in the
     // namespace the default one does not serve.
     let mut envs = std::collections::BTreeMap::new();
     for which in runs.split(',') {
-        let (name, cap) = match which {
-            "kuberay" | "rayshare" => ("workload", None),
-            "capped" => ("workload-cap", Some(p.cap)),
+        let (name, cap, warm) = match which {
+            "kuberay" | "rayshare" => ("workload", None, false),
+            "capped" => ("workload-cap", Some(p.cap), false),
+            "warm" => ("workload-warm", None, true),
             other => panic!("RAYSHARE_WORKLOAD_RUNS: unknown run {other}"),
         };
         if !envs.contains_key(name) {
-            let env = TestEnv::new(name, &p.config(&format!("e2e-{name}"), cap), 1).await;
+            let config = p.config(&format!("e2e-{name}"), cap, warm);
+            let env = TestEnv::new(name, &config, 1).await;
             envs.insert(name, env);
         }
         let env = &envs[name];
         let (ns, label) = match which {
             "kuberay" => (env.ns_off.clone(), "KubeRay alone".to_string()),
             "rayshare" => (env.ns.clone(), "rayshare, defaults".to_string()),
+            "warm" => (env.ns.clone(), "rayshare, warm-ahead".to_string()),
             _ => (env.ns.clone(), format!("rayshare, pool cap {}", p.cap)),
         };
         let kuberay = KubeRay::start(
@@ -188,7 +207,8 @@ async fn table(p: &Params) -> Vec<String> {
     }
     let mut out = vec![
         format!(
-            "A compressed day of {} Flyte-like Ray tasks (seed {}), {:.0} trace seconds played at {}x ({:.0} s wall): every Ray pod cold-starts for {:.0} trace seconds ({:.1} s wall) once scheduled; rayshare's idle TTL {:.0} trace seconds ({:.0} s wall). Waits and pod-seconds in wall seconds; ratios against KubeRay alone.",
+            "{} compressed day(s) of {} Flyte-like Ray tasks (seed {}), each day {:.0} trace seconds played at {}x ({:.0} s wall): every Ray pod cold-starts for {:.0} trace seconds ({:.1} s wall) once scheduled; rayshare's idle TTL {:.0} trace seconds ({:.0} s wall). Waits and pod-seconds in wall seconds; ratios against KubeRay alone.",
+            p.days,
             tasks.len(),
             p.seed,
             p.day,
@@ -208,6 +228,8 @@ async fn table(p: &Params) -> Vec<String> {
     );
     out.extend([
         String::new(),
+        "Every day:".into(),
+        String::new(),
         "| run | started | not started | wait p50 | p95 | p99 | max | clusters | pod-s Running | pod-s held | pods | wall | ratio p50 / p99 / pod-s Running |".into(),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
     ]);
@@ -215,6 +237,48 @@ async fn table(p: &Params) -> Vec<String> {
     for (i, (label, o)) in rows.iter().enumerate() {
         let b = base.filter(|b| *b != i).map(|b| &rows[b].1);
         out.push(row(label, o, b));
+    }
+    if p.days > 1 {
+        // The days after the first: what a config's users see once a day has been seen.
+        let later = |o: &Outcome| -> Vec<Duration> {
+            let mut w: Vec<Duration> = tasks
+                .iter()
+                .zip(&o.per_task)
+                .filter(|(t, _)| t.at >= p.day)
+                .filter_map(|(_, w)| *w)
+                .collect();
+            w.sort();
+            w
+        };
+        out.extend([
+            String::new(),
+            format!(
+                "From day 2 ({} tasks):",
+                tasks.iter().filter(|t| t.at >= p.day).count()
+            ),
+            String::new(),
+            "| run | wait p50 | p95 | p99 | max | ratio p50 / p99 |".into(),
+            "|---|---:|---:|---:|---:|---:|".into(),
+        ]);
+        let base = base.map(|b| Latencies(later(&rows[b].1)));
+        for (label, o) in &rows {
+            let l = Latencies(later(o));
+            let q = |x: &Latencies, q: f64| x.at(q).map_or(0.0, |d| d.as_secs_f64());
+            let ratios = base.as_ref().map_or("-".to_string(), |b| {
+                format!(
+                    "{:.2} / {:.2}",
+                    q(&l, 0.5) / q(b, 0.5).max(1e-9),
+                    q(&l, 0.99) / q(b, 0.99).max(1e-9)
+                )
+            });
+            out.push(format!(
+                "| {label} | {} | {} | {} | {} | {ratios} |",
+                l.secs(0.5),
+                l.secs(0.95),
+                l.secs(0.99),
+                l.secs(1.0)
+            ));
+        }
     }
     let names: Vec<&str> = trace::CONFIGS.iter().map(|c| c.name).collect();
     out.extend([

@@ -20,6 +20,8 @@ pub struct Outcome {
     pub waits: Vec<Duration>,
     /// The same, by config (index into CONFIGS).
     pub by_config: Vec<Vec<Duration>>,
+    /// Each task's wait in the trace's order (`None`: not started).
+    pub per_task: Vec<Option<Duration>>,
     /// Tasks that never started within the deadline.
     pub not_started: usize,
     /// Head and worker pods: the sum of (Running -> deleted), and of (created -> deleted).
@@ -243,6 +245,7 @@ pub async fn run(env: &TestEnv, namespace: &str, tasks: &[Task], p: &Params) -> 
         by_config[task.config].extend(*wait);
     }
     Outcome {
+        per_task: results.clone(),
         not_started: results.len() - waits.len(),
         waits,
         by_config,

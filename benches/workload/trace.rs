@@ -104,6 +104,27 @@ impl Rng {
     }
 }
 
+/// `days` days of tasks, by arrival time: each day shaped alike (the schedule and the
+/// map fan-outs at the same times of day), its ad hoc arrivals and run times drawn from
+/// its own seed (`seed + day`).
+pub fn days(shape: &Shape, days: u32) -> Vec<Task> {
+    let mut out: Vec<Task> = (0..days)
+        .flat_map(|d| {
+            let day = Shape {
+                seed: shape.seed + u64::from(d),
+                ..shape.clone()
+            };
+            let offset = f64::from(d) * shape.day;
+            tasks(&day).into_iter().map(move |t| Task {
+                at: t.at + offset,
+                ..t
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out
+}
+
 /// The day's tasks, by arrival time.
 pub fn tasks(shape: &Shape) -> Vec<Task> {
     let mut rng = Rng::new(shape.seed);

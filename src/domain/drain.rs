@@ -80,6 +80,7 @@ mod tests {
             active_jobs: jobs.iter().map(|j| j.to_string()).collect(),
             idle_seconds: None,
             reclaimable_in_seconds: None,
+            kept_warm: None,
         }
     }
 

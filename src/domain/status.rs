@@ -51,6 +51,9 @@ pub struct Cluster {
     pub active_jobs: Vec<String>,
     pub idle_seconds: Option<u64>,
     pub reclaimable_in_seconds: Option<u64>,
+    /// Why warm-ahead keeps this member past its idle TTL (`rayshare.io/kept-warm`): an
+    /// idle member with it is `warm`, not reclaimable while warm-ahead is on.
+    pub kept_warm: Option<String>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -138,15 +141,22 @@ fn cluster(c: &Value, jobs: &[&Value], default_ttl: u64, now: Timestamp) -> Clus
     let since = reclaim::idle_since(&info, last_end).unwrap_or(now);
     let ttl = reclaim::ttl(info.idle_ttl.as_deref(), default_ttl);
     let decision = reclaim::decide(active.len(), since, ttl, now);
+    let kept_warm = labels::get(c, Meta::Annotations, labels::KEPT_WARM).map(String::from);
+    let kept = kept_warm.is_some() && !matches!(decision, Decision::Busy { .. });
     let state = if info.deleting {
         "deleting"
     } else if info.marked.is_some() {
         "marked"
+    } else if kept {
+        "warm"
     } else {
         decision.state()
     };
     let (idle, remaining) = match decision {
         Decision::Busy { .. } => (None, None),
+        Decision::Idle { .. } | Decision::Reclaim { .. } if kept => {
+            (Some(now.duration_since(since).unsigned_abs()), None)
+        }
         Decision::Idle { remaining } => (Some(ttl - remaining), Some(remaining)),
         Decision::Reclaim { idle_for } => (Some(idle_for), Some(Duration::ZERO)),
     };
@@ -174,6 +184,7 @@ fn cluster(c: &Value, jobs: &[&Value], default_ttl: u64, now: Timestamp) -> Clus
         active_jobs: active,
         idle_seconds: idle.map(seconds),
         reclaimable_in_seconds: remaining.map(seconds),
+        kept_warm,
     }
 }
 
@@ -217,6 +228,7 @@ pub fn summarize(listed: &Listed, default_ttl: u64, now: Timestamp) -> Status {
             active_jobs: active,
             idle_seconds: None,
             reclaimable_in_seconds: None,
+            kept_warm: None,
         };
         status.namespaces.entry(ns).or_default().clusters.push(row);
     }
@@ -324,7 +336,7 @@ pub fn render_table(status: &Status) -> String {
             let rows = ns.clusters.iter().map(|c| {
                 let workers: Vec<String> = c.workers.iter().map(worker_text).collect();
                 format!(
-                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     c.name,
                     or_dash(&c.digest),
                     c.state,
@@ -334,10 +346,10 @@ pub fn render_table(status: &Status) -> String {
                     or_dash(&c.image),
                     or_dash(&c.head),
                     or_dash(&workers.join(", ")),
+                    or_dash(c.kept_warm.as_deref().unwrap_or("")),
                 )
             });
-            let header =
-                "SHARED CLUSTER\tDIGEST\tSTATE\tJOBS\tIDLE\tRECLAIMABLE IN\tIMAGE\tHEAD\tWORKERS";
+            let header = "SHARED CLUSTER\tDIGEST\tSTATE\tJOBS\tIDLE\tRECLAIMABLE IN\tIMAGE\tHEAD\tWORKERS\tWHY KEPT";
             section(&mut out, header, rows);
         }
         if !ns.pod_groups.is_empty() {

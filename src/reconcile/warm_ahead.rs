@@ -105,7 +105,8 @@ impl<W: Background> Controller<W> for WarmAhead {
                 make_ahead(cx, ns, job, *place).await;
             }
             for (name, reason) in &plan.keep {
-                annotate(cx, &clusters, (ns, name), Some(reason.describe())).await;
+                let why = (reason.label(), reason.describe());
+                annotate(cx, &clusters, (ns, name), Some(why)).await;
             }
             for name in &plan.let_go {
                 annotate(cx, &clusters, (ns, name), None).await;
@@ -149,22 +150,27 @@ async fn make_ahead<W: Background>(cx: &Cx<'_, W>, ns: &str, job: &Value, place:
     }
 }
 
-/// Sets (or, with `None`, removes) the kept-warm annotation of member `name`, when the
+/// Sets (or, with `None`, removes) the kept-warm label (why in a word, for selectors:
+/// `-l rayshare.io/kept-warm`) and annotation (why in words) of member `name`, when the
 /// cache shows it otherwise.
 async fn annotate<W: Background>(
     cx: &Cx<'_, W>,
     clusters: &[Value],
     (ns, name): (&str, &str),
-    why: Option<String>,
+    why: Option<(&str, String)>,
 ) {
     let cached = clusters
         .iter()
         .find(|c| c["metadata"]["namespace"] == ns && c["metadata"]["name"] == name);
-    let now = cached.and_then(|c| labels::get(c, Meta::Annotations, labels::KEPT_WARM));
-    if now == why.as_deref() {
+    let shown = |meta| cached.and_then(|c| labels::get(c, meta, labels::KEPT_WARM));
+    let (word, words) = why.as_ref().map(|(w, s)| (*w, s.as_str())).unzip();
+    if shown(Meta::Labels) == word && shown(Meta::Annotations) == words {
         return;
     }
-    let patch = json!({"metadata": {"annotations": {labels::KEPT_WARM: why}}});
+    let patch = json!({"metadata": {
+        "labels": {labels::KEPT_WARM: word},
+        "annotations": {labels::KEPT_WARM: words},
+    }});
     let key = (ns.to_string(), name.to_string());
     match cx
         .world
@@ -172,7 +178,7 @@ async fn annotate<W: Background>(
         .await
     {
         Ok(Written::Done) => {
-            tracing::info!(namespace = %ns, cluster = %name, kept = why.is_some(), reason = why.as_deref().unwrap_or(""), "warm-ahead");
+            tracing::info!(namespace = %ns, cluster = %name, kept = why.is_some(), reason = words.unwrap_or(""), "warm-ahead");
         }
         Ok(Written::Gone | Written::Changed) => {}
         Err(e) => {

@@ -11,3 +11,4 @@ mod shared_clusters;
 mod slot_reuse;
 mod volcano;
 mod wake;
+mod warm_ahead;

@@ -1,5 +1,5 @@
 //! The pool at a glance: labels on each shared cluster, so that
-//! `kubectl get rayclusters -l rayshare.io/shared-cluster -L rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at`
+//! `kubectl get rayclusters -l rayshare.io/shared-cluster -L rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at,rayshare.io/kept-warm`
 //! shows what rayshare knows of it (pure; the reclaimer writes them on each pass).
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use crate::domain::labels::{
 };
 
 /// The `kubectl get -L` flag that shows them.
-pub const COLUMNS: &str = "rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at";
+pub const COLUMNS: &str = "rayshare.io/config-digest,rayshare.io/active-jobs,rayshare.io/last-admission,rayshare.io/reclaimable-at,rayshare.io/kept-warm";
 
 /// Characters of the config digest shown (a label value holds 63; 16 hex identify a config).
 pub const DIGEST_CHARS: usize = 16;
@@ -75,7 +75,9 @@ mod tests {
     #[test]
     fn the_columns_are_the_pool_labels() {
         let keys = [DIGEST, ACTIVE_JOBS, LAST_ADMISSION, RECLAIMABLE_AT];
-        assert_eq!(COLUMNS, keys.join(","));
+        // And warm-ahead's word for why a member is kept (`reconcile::warm_ahead`).
+        let warm = crate::domain::labels::KEPT_WARM;
+        assert_eq!(COLUMNS, format!("{},{warm}", keys.join(",")));
     }
 
     #[test]

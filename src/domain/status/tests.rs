@@ -213,3 +213,25 @@ fn json_has_every_field() {
 fn tenant_text_cannot_drive_the_terminal() {
     assert_eq!(super::printable("a\tb\x1b[2Jc\n"), "a\tb\\u{1b}[2Jc\\n");
 }
+
+#[test]
+fn a_member_kept_warm_says_why_and_is_not_reclaimable() {
+    let why = "kept warm: about 6.0 tasks an hour, next expected in 10m (idle TTL 30m)";
+    let listed = Listed {
+        clusters: vec![shared(
+            "ml",
+            "ray-warm",
+            json!({"rayshare.io/idle-ttl-seconds": "60", "rayshare.io/kept-warm": why}),
+        )],
+        ..Listed::default()
+    };
+    let status = summarize(&listed, 1800, now());
+    let warm = &status.namespaces["ml"].clusters[0];
+    assert_eq!(warm.state, "warm");
+    assert_eq!(warm.kept_warm.as_deref(), Some(why));
+    assert_eq!(warm.reclaimable_in_seconds, None);
+    assert_eq!(warm.idle_seconds, Some(3600), "idle since it was made");
+    let table = render_table(&status);
+    assert!(table.contains("WHY KEPT"), "{table}");
+    assert!(table.contains(why), "{table}");
+}

@@ -60,6 +60,9 @@ fn an_idle_member_of_a_config_in_steady_demand_is_kept_warm_with_why() {
     pass(&kit);
     let why = kept_warm(&kit, &member.1).expect("kept warm");
     assert!(why.starts_with("kept warm: about"), "{why}");
+    let clusters = kit.objects("RayCluster");
+    let label = labels::get(&clusters[0], labels::Meta::Labels, labels::KEPT_WARM);
+    assert_eq!(label, Some("rate"), "selectable by why");
 }
 
 #[test]
