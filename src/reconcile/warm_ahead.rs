@@ -151,8 +151,8 @@ async fn make_ahead<W: Background>(cx: &Cx<'_, W>, ns: &str, job: &Value, place:
 }
 
 /// Sets (or, with `None`, removes) the kept-warm label (why in a word, for selectors:
-/// `-l rayshare.io/kept-warm`) and annotation (why in words) of member `name`, when the
-/// cache shows it otherwise.
+/// `-l rayshare.io/kept-warm`) and annotation (why in words, as of when the reason was
+/// set) of member `name`, when the cache shows another reason.
 async fn annotate<W: Background>(
     cx: &Cx<'_, W>,
     clusters: &[Value],
@@ -164,7 +164,9 @@ async fn annotate<W: Background>(
         .find(|c| c["metadata"]["namespace"] == ns && c["metadata"]["name"] == name);
     let shown = |meta| cached.and_then(|c| labels::get(c, meta, labels::KEPT_WARM));
     let (word, words) = why.as_ref().map(|(w, s)| (*w, s.as_str())).unzip();
-    if shown(Meta::Labels) == word && shown(Meta::Annotations) == words {
+    // The words hold numbers that move every pass ("next expected in 28s"): rewritten
+    // only when the reason changes, not on each pass.
+    if shown(Meta::Labels) == word && shown(Meta::Annotations).is_some() == words.is_some() {
         return;
     }
     let patch = json!({"metadata": {

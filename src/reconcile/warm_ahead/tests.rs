@@ -134,3 +134,21 @@ fn a_config_whose_jobs_are_gone_is_made_ahead_from_its_template() {
         "built from the template"
     );
 }
+
+#[test]
+fn a_member_kept_for_the_same_reason_is_not_written_again() {
+    let kit = kit();
+    let member = finished_tasks(&kit, 6);
+    kit.have(ready_member(&member.1));
+    let controller = <WarmAhead as Controller<MemoryWorld>>::new(&kit.config);
+    let key = key("", "SharedClusterWarm");
+    kit.look(&controller, &key).unwrap();
+    let written = kit.world.patches.lock().unwrap().len();
+    assert_eq!(written, 1, "{:?}", kit.world.patches.lock().unwrap());
+    // What the watch would show after the write, then another pass a moment later.
+    let noted = kit.objects("RayCluster").remove(0);
+    kit.have(noted);
+    kit.look(&controller, &key).unwrap();
+    let p = kit.world.patches.lock().unwrap().clone();
+    assert_eq!(p.len(), written, "{p:?}");
+}
