@@ -8,7 +8,9 @@
 //!     cargo bench --bench workload
 //!
 //! Every Ray pod (head and workers) is held Pending for a cold start after it is scheduled
-//! (kwok stage `tests/kit/src/world/stages.yaml`), then Running and Ready. A task's wait is
+//! (kwok stage `tests/kit/src/world/stages.yaml`), then Running and Ready. KubeRay's calls
+//! to a head's dashboard get a running head's answers (`world::Dashboard`): kwok runs no
+//! Ray, and failing calls would slow KubeRay's one worker for every job alike. A task's wait is
 //! from its RayJob's create answered until KubeRay moves it past Initializing (its cluster
 //! is ready and its submitter made). Its driver then "runs" for its drawn time (kwok keeps
 //! the submitter pod Running), and the harness deletes the RayJob, as Flyte cleans up a
@@ -175,6 +177,13 @@ async fn table(p: &Params) -> Vec<String> {
     // One TestEnv per name (its namespaces and rayshare): KubeRay alone runs in the
     // namespace the default one does not serve.
     let mut envs = std::collections::BTreeMap::new();
+    // kwok's heads run no Ray; KubeRay's dashboard calls get a running head's answers
+    // (see `world::Dashboard`), in every run alike.
+    let dashboard = world::Dashboard::start().await;
+    let options = KubeRayOptions {
+        dashboard_proxy: Some(dashboard.proxy()),
+        ..KubeRayOptions::default()
+    };
     for which in runs.split(',') {
         let (name, cap, warm) = match which {
             "kuberay" | "rayshare" => ("workload", None, false),
@@ -194,12 +203,7 @@ async fn table(p: &Params) -> Vec<String> {
             "warm" => (env.ns.clone(), "rayshare, warm-ahead".to_string()),
             _ => (env.ns.clone(), format!("rayshare, pool cap {}", p.cap)),
         };
-        let kuberay = KubeRay::start(
-            &format!("{name}-{which}"),
-            &[&ns],
-            &KubeRayOptions::default(),
-        )
-        .await;
+        let kuberay = KubeRay::start(&format!("{name}-{which}"), &[&ns], &options).await;
         eprintln!("[workload] {label}: {} tasks in {ns}", tasks.len());
         let outcome = run::run(env, &ns, &tasks, p).await;
         drop(kuberay);

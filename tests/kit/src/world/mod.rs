@@ -18,12 +18,14 @@ use serde_json::json;
 
 use crate::harness::*;
 
+mod dashboard;
 mod observe;
 mod operator;
 
 // Re-exported at the world's own path. Not every binary that includes the world uses both
 // (tests/volcano starts no KubeRay), and the includers' allow(dead_code) does not cover an
 // unused re-export.
+pub use dashboard::Dashboard;
 #[allow(unused_imports)]
 pub use observe::*;
 #[allow(unused_imports)]

@@ -33,6 +33,8 @@ pub struct KubeRayOptions {
     pub feature_gates: String,
     /// `--batch-scheduler`, e.g. `volcano`.
     pub batch_scheduler: Option<String>,
+    /// `HTTP_PROXY`: where KubeRay's dashboard calls go (a [`super::Dashboard`]).
+    pub dashboard_proxy: Option<String>,
 }
 
 /// One KubeRay operator (ray-operator, tests/tools/build-kuberay.sh): no leader election,
@@ -68,6 +70,9 @@ impl KubeRay {
         }
         if let Some(scheduler) = &options.batch_scheduler {
             cmd.arg(format!("--batch-scheduler={scheduler}"));
+        }
+        if let Some(proxy) = &options.dashboard_proxy {
+            cmd.env("HTTP_PROXY", proxy).env("NO_PROXY", "");
         }
         let mut process = Process::spawn(
             &format!("kuberay {name}"),
