@@ -48,6 +48,17 @@ async fn a_member_made_ahead_after_its_jobs_are_gone_serves_the_next_task() {
     for name in names {
         assert_eq!(started(&env, name).await, "Running");
     }
+    // Flyte deletes the tasks' RayJobs once they are done (KubeRay v1.4 keeps a job
+    // Running while no dashboard answers); the member idles.
+    for name in names {
+        jobs.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    wait_for_within(SLOW, "the tasks' RayJobs to go", || async {
+        let left = list_json(&env.admin, &ray_job_resource(), &env.ns, "").await;
+        left.is_empty().then_some(())
+    })
+    .await;
+    // Idle, and kept past its TTL: the config's arrivals say the next task is near.
     let why = wait_for_within(SLOW, "the member to be kept warm", || async {
         let c = clusters.get_opt(&member).await.ok()??;
         c.metadata
@@ -58,16 +69,8 @@ async fn a_member_made_ahead_after_its_jobs_are_gone_serves_the_next_task() {
     .await;
     assert!(why.starts_with("kept warm: about"), "{why}");
 
-    // Flyte deletes the finished tasks' RayJobs, and the member goes (a person's delete
-    // stands for a node pool's loss): nothing stored of the config is left to build from.
-    for name in names {
-        jobs.delete(name, &DeleteParams::default()).await.unwrap();
-    }
-    wait_for_within(SLOW, "the tasks' RayJobs to go", || async {
-        let left = list_json(&env.admin, &ray_job_resource(), &env.ns, "").await;
-        left.is_empty().then_some(())
-    })
-    .await;
+    // The member goes (a person's delete stands for a node pool's loss): nothing stored
+    // of the config is left to build from.
     let first = cluster_uid(&env, &member).await.expect("the member");
     clusters
         .delete(&member, &DeleteParams::default())
