@@ -30,12 +30,8 @@ async fn a_config_in_steady_demand_is_kept_warm_and_made_ahead_again() {
         finish(&env, &name).await;
     }
     let clusters = env.api(&ray_cluster_resource(), &env.ns);
-    let why = wait_for("the idle member to be kept warm", || async {
-        let c = clusters.get_opt(&cluster).await.ok()??;
-        c.metadata
-            .annotations?
-            .get("rayshare.io/kept-warm")
-            .cloned()
+    let why = wait_for("the idle member to be kept warm", || {
+        kept_warm(&env, &cluster)
     })
     .await;
     assert!(why.starts_with("kept warm: about"), "{why}");

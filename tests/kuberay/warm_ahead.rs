@@ -59,12 +59,8 @@ async fn a_member_made_ahead_after_its_jobs_are_gone_serves_the_next_task() {
     })
     .await;
     // Idle, and kept past its TTL: the config's arrivals say the next task is near.
-    let why = wait_for_within(SLOW, "the member to be kept warm", || async {
-        let c = clusters.get_opt(&member).await.ok()??;
-        c.metadata
-            .annotations?
-            .get("rayshare.io/kept-warm")
-            .cloned()
+    let why = wait_for_within(SLOW, "the member to be kept warm", || {
+        kept_warm(&env, &member)
     })
     .await;
     assert!(why.starts_with("kept warm: about"), "{why}");

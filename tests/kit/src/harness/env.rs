@@ -236,6 +236,19 @@ pub async fn cluster_uid(env: &TestEnv, name: &str) -> Option<String> {
         .then(|| c.metadata.uid.unwrap())
 }
 
+/// Why warm-ahead keeps RayCluster `name` (its `rayshare.io/kept-warm` note), if it does.
+pub async fn kept_warm(env: &TestEnv, name: &str) -> Option<String> {
+    let c = env
+        .api(&ray_cluster_resource(), &env.ns)
+        .get_opt(name)
+        .await
+        .ok()??;
+    c.metadata
+        .annotations?
+        .get("rayshare.io/kept-warm")
+        .cloned()
+}
+
 /// What KubeRay would do when a job ends (there is no operator in these tests).
 pub async fn finish(env: &TestEnv, name: &str) {
     let patch = serde_json::json!({"status": {"jobDeploymentStatus": "Complete", "endTime": k8s_openapi::jiff::Timestamp::now().to_string()}});
