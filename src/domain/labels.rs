@@ -48,7 +48,7 @@ pub const LAST_ADMITTED: &str = "rayshare.io/last-admitted";
 pub const LAST_ACTIVE: &str = "rayshare.io/last-active";
 /// Annotation set by the reclaimer on an idle cluster it will delete after the quiet period.
 pub const RECLAIM_MARKED: &str = "rayshare.io/reclaim-marked-at";
-/// Annotation (why, in words) and label (why, in a word: `rate`, `time-of-day`) the
+/// Annotation (why, in words) and label (why, in a word: `rate`, `time-of-day`, `pause`) the
 /// warm-ahead controller sets on a pool member it keeps warm past the idle
 /// TTL, saying why; the reclaimer keeps such a member while `warmAhead.enabled`.
 pub const KEPT_WARM: &str = "rayshare.io/kept-warm";

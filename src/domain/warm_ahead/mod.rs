@@ -4,7 +4,8 @@
 //!
 //! The rule: a config is kept warm only while its next task is expected within the idle
 //! TTL, by its rate ([`rate::Outlook::by_rate`]) or by the time of day a period ago
-//! ([`rate::Outlook::by_time_of_day`]); a cluster kept longer than that costs more than
+//! ([`rate::Outlook::by_time_of_day`]), or while a steady config is quiet for less than
+//! its longest recent pause ([`pauses`]); a cluster kept longer than that costs more than
 //! the cold start it would save. Then it wants `minWarm` members that can take a job, or
 //! as many as its last burst needs at `maxJobsPerCluster` (a busy member with room counts,
 //! a full one does not), never more than `maxPerConfig`. A namespace's configs share
@@ -24,11 +25,12 @@ use crate::domain::shared_cluster::MAX_POOL;
 
 pub mod ahead;
 pub mod inputs;
+pub mod pauses;
 pub mod pools;
 pub mod rate;
 pub mod tracker;
 
-pub use rate::{Memory, Outlook, Rate};
+pub use rate::{Memory, Outlook, Pause, Rate};
 pub use tracker::{ConfigKey, Tracker};
 
 /// The limits the decision works within.
@@ -120,6 +122,8 @@ pub enum Cause {
     Rate { per_hour: f64 },
     /// A task came at this time of day a period ago.
     TimeOfDay,
+    /// A steady config, quiet for less than its longest recent pause.
+    Pause(Pause),
 }
 
 /// Why a config is kept warm (the same for each of its members kept).
@@ -135,11 +139,12 @@ pub struct Reason {
 }
 
 impl Reason {
-    /// A label value: `rate` or `time-of-day`.
+    /// A label value: `rate`, `time-of-day` or `pause`.
     pub fn label(&self) -> &'static str {
         match self.cause {
             Cause::Rate { .. } => "rate",
             Cause::TimeOfDay => "time-of-day",
+            Cause::Pause(_) => "pause",
         }
     }
 
@@ -148,10 +153,18 @@ impl Reason {
         let why = match self.cause {
             Cause::Rate { per_hour } => format!("about {per_hour:.1} tasks an hour"),
             Cause::TimeOfDay => "tasks came at this time of day a period ago".into(),
+            Cause::Pause(p) => format!(
+                "quiet for {}, it came back after pauses up to {} before",
+                human(p.quiet),
+                human(p.longest)
+            ),
+        };
+        let next = match self.cause {
+            Cause::Pause(_) => format!("kept at most {} more", human(self.next_in)),
+            _ => format!("next expected in {}", human(self.next_in)),
         };
         let mut text = format!(
-            "kept warm: {why}, next expected in {} (idle TTL {})",
-            human(self.next_in),
+            "kept warm: {why}, {next} (idle TTL {})",
             human(self.idle_ttl)
         );
         if self.burst > 1 {
@@ -200,7 +213,11 @@ pub fn want(outlook: &Outlook, limits: &Limits) -> Option<(u32, Reason)> {
             r,
         ),
         (None, Some(t)) => (Cause::TimeOfDay, t),
-        (None, None) => return None,
+        // Due by nothing else: a pause it has come back from before has this long to go.
+        (None, None) => {
+            let p = outlook.pause?;
+            (Cause::Pause(p), p.longest.saturating_sub(p.quiet))
+        }
     };
     // A burst a period ago at this time of day is expected again with it.
     let then = outlook.by_time_of_day.map_or(0, |_| outlook.burst_then);

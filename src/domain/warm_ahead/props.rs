@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::tests::{limits, memory, seen};
+use super::tests::{limits, memory, periodic, seen};
 use super::*;
 
 fn state() -> impl Strategy<Value = State> {
@@ -36,14 +36,19 @@ fn outlook() -> impl Strategy<Value = Outlook> {
         proptest::option::of(0u64..1800),
         1.0f64..40.0,
         0u32..40,
+        proptest::option::of((0u64..3600, 1u64..3600)),
     )
         .prop_map(
-            |(per_hour, by_rate, by_time_of_day, burst, burst_then)| Outlook {
+            |(per_hour, by_rate, by_time_of_day, burst, burst_then, pause)| Outlook {
                 per_hour,
                 by_rate: by_rate.map(Duration::from_secs),
                 by_time_of_day: by_time_of_day.map(Duration::from_secs),
                 burst_then,
                 burst,
+                pause: pause.map(|(quiet, more)| Pause {
+                    quiet: Duration::from_secs(quiet),
+                    longest: Duration::from_secs(quiet + more),
+                }),
             },
         )
 }
@@ -122,7 +127,9 @@ proptest! {
         prop_assert!(warm(busier) >= warm(o));
     }
 
-    /// Arrivals at a steady period: a shorter period is never kept less.
+    /// Arrivals at a steady period: a shorter period is never kept less by its rate. (Not
+    /// by its pauses: a config quiet for longer than its period is overdue and let go, where
+    /// one with a longer period is not yet.)
     #[test]
     fn a_shorter_period_is_never_kept_less(short in 60i64..7200, extra in 0i64..7200, n in 2i64..30, after in 0i64..7200) {
         let long = short + extra;
@@ -135,10 +142,25 @@ proptest! {
             let t = times(every);
             let mut r = Rate::first(t[0], &no_day);
             t[1..].iter().for_each(|x| r.record(*x, &no_day));
-            r.outlook(now, horizon, &no_day)
+            Outlook { pause: None, ..r.outlook(now, horizon, &no_day) }
         };
         let n = |o: &Outlook| want(o, &limits()).map_or(0, |(n, _)| n);
         prop_assert!(n(&o(short)) >= n(&o(long)), "{:?} {:?}", o(short), o(long));
+    }
+
+    /// A steady config is kept through any quiet shorter than a recent pause it came back
+    /// from, up to the half-life.
+    #[test]
+    fn a_steady_config_is_kept_through_a_pause_it_has_come_back_from(every in 60i64..900, n in 4i64..20, pause in 60i64..7200, share in 0.0f64..1.0) {
+        let memory = memory();
+        let longest = pause.max(every).min(memory.half_life.as_secs() as i64);
+        let quiet = (longest as f64 * share) as i64;
+        let mut times = periodic(1_795_996_800_000, every * 1000, n);
+        let after = times.last().unwrap() + pause * 1000;
+        times.extend(periodic(after, every * 1000, 4));
+        let now = times.last().unwrap() + quiet * 1000;
+        let o = seen(&times).outlook(now, Duration::from_secs(1800), &memory);
+        prop_assert!(want(&o, &limits()).is_some(), "{o:?}");
     }
 
     /// One more arrival, after the others and apart from them, never lowers the rate.

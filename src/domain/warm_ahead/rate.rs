@@ -26,6 +26,8 @@
 
 use std::time::Duration;
 
+use super::pauses::Pauses;
+
 /// Slots of one period in the time-of-day memory (15 minutes each for a day).
 pub const SLOTS: u32 = 96;
 
@@ -58,6 +60,10 @@ pub struct Rate {
     peak: f64,
     /// The latest episode came after a gap longer than [`Memory::cold_gap`].
     cold: bool,
+    /// At the latest arrival the rate said a task was due within [`Memory::cold_gap`].
+    steady: bool,
+    /// The latest gaps between episodes, each at most the half-life.
+    pauses: Pauses,
     season: Season,
 }
 
@@ -86,6 +92,18 @@ pub struct Outlook {
     pub burst_then: u32,
     /// Tasks of the largest recent burst (decayed; at least 1 once anything arrived).
     pub burst: f64,
+    /// A steady config in a pause shorter than its longest recent one (`None`: not
+    /// steady at its last arrival, no pause remembered, or quiet longer than all).
+    pub pause: Option<Pause>,
+}
+
+/// A pause the config has come back after before (see [`super::pauses`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pause {
+    /// Since its latest arrival.
+    pub quiet: Duration,
+    /// Its longest recent pause.
+    pub longest: Duration,
 }
 
 fn decay(ms: i64, half_life: Duration) -> f64 {
@@ -102,8 +120,11 @@ impl Rate {
             episode: 1,
             peak: 1.0,
             cold: true,
+            steady: false,
+            pauses: Pauses::default(),
             season: Season::default(),
         };
+        rate.steady = rate.due_within_cold_gap(memory);
         rate.season.record(at_ms, memory.period, 1);
         rate
     }
@@ -143,13 +164,22 @@ impl Rate {
             self.weight = (self.weight - 1.0) * d + 1.0;
             self.episode = self.episode.saturating_add(1);
         } else {
+            self.pauses
+                .push((at_ms - self.last).min(memory.half_life.as_millis() as i64));
             self.weight = self.weight * d + 1.0;
             self.episode = 1;
             self.cold = at_ms - self.last > memory.cold_gap.as_millis() as i64;
         }
         self.peak = self.peak.max(f64::from(self.episode));
         self.last = at_ms;
+        self.steady = self.due_within_cold_gap(memory);
         self.cold.then_some(self.episode)
+    }
+
+    /// The rate at the latest arrival expects the next episode within the cold gap.
+    fn due_within_cold_gap(&self, memory: &Memory) -> bool {
+        let per_second = std::f64::consts::LN_2 / memory.half_life.as_secs_f64().max(0.001);
+        per_second * self.weight * memory.cold_gap.as_secs_f64() >= 1.0
     }
 
     /// What the arrivals say at `now_ms`, looking `horizon` ahead in the time-of-day memory.
@@ -167,7 +197,14 @@ impl Rate {
             by_time_of_day: then.map(|(d, _)| d),
             burst_then: then.map_or(0, |(_, b)| b),
             burst: (self.peak * d).max(1.0),
+            pause: self.pause(now_ms),
         }
+    }
+
+    fn pause(&self, now_ms: i64) -> Option<Pause> {
+        let quiet = Duration::from_millis((now_ms - self.last).max(0) as u64);
+        let longest = self.pauses.longest()?;
+        (self.steady && quiet < longest).then_some(Pause { quiet, longest })
     }
 }
 

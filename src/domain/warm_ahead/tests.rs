@@ -78,6 +78,51 @@ fn arrival_sequences(#[case] times: Vec<i64>, #[case] now: i64, #[case] want: u3
     assert_eq!(wants(&times, now), want, "{:?}", outlook(&times, now));
 }
 
+/// Every 20 minutes, with one 50-minute pause (`paused`) or none, then quiet.
+fn every_20_minutes(paused: bool) -> Vec<i64> {
+    let mut times = periodic(T0, 20 * MIN, 9);
+    let gap = if paused { 50 * MIN } else { 20 * MIN };
+    times.extend(periodic(times[8] + gap, 20 * MIN, 4));
+    times
+}
+
+#[rstest]
+// 30 minutes quiet: the rate alone still expects the next within the TTL.
+#[case::rate_alone(false, 30, Some("rate"))]
+// 45 minutes: the rate has fallen past the TTL, and no pause that long was seen.
+#[case::rate_fell(false, 45, None)]
+// The same 45 minutes after a 50-minute pause it came back from: kept.
+#[case::a_pause_it_came_back_from(true, 45, Some("pause"))]
+// 55 minutes: longer than any pause it came back from.
+#[case::longer_than_any_pause(true, 55, None)]
+fn a_steady_config_through_a_quiet_spell(
+    #[case] paused: bool,
+    #[case] quiet_min: i64,
+    #[case] kept: Option<&str>,
+) {
+    let times = every_20_minutes(paused);
+    let o = outlook(&times, times.last().unwrap() + quiet_min * MIN);
+    let got = want(&o, &limits()).map(|(_, r)| r);
+    assert_eq!(got.map(|r| r.label()), kept, "{o:?}");
+    if let Some(r) = got.filter(|r| r.label() == "pause") {
+        assert_eq!(
+            r.describe(),
+            "kept warm: quiet for 45m, it came back after pauses up to 50m before, kept at \
+             most 5m more (idle TTL 30m)"
+        );
+    }
+}
+
+#[test]
+fn a_config_that_comes_twice_a_day_is_not_kept_by_its_pauses() {
+    // Two fan-outs 5 hours apart: the pause is remembered (up to the half-life), but the
+    // rate at its last task never said "due within the TTL".
+    let mut times = fan_out(T0, 16);
+    times.extend(fan_out(T0 + 5 * HOUR, 16));
+    let o = outlook(&times, T0 + 5 * HOUR + 40 * MIN);
+    assert_eq!(o.pause, None, "{o:?}");
+}
+
 #[test]
 fn the_rate_reads_a_steady_period_about_right() {
     // Every 12 minutes for 5 hours: 5 an hour, the next in about 12 minutes.
@@ -181,6 +226,7 @@ fn soon(per_hour: f64, burst: f64) -> Outlook {
         by_time_of_day: None,
         burst_then: 0,
         burst,
+        pause: None,
     }
 }
 
