@@ -168,6 +168,70 @@ impl Elector {
     }
 }
 
+/// One attempt at the lease, as the loop saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// Acquired or renewed.
+    Leads,
+    /// Someone else holds it (or won a race for it).
+    Lost,
+    /// Errored or timed out: nothing is known.
+    Failed,
+}
+
+/// How long a leader keeps leading through failed renewals: the renew deadline, measured
+/// from the start of its last successful renewal (client-go's `RenewDeadline`, 10 s of a
+/// 15 s lease). A standby takes over only after seeing the record unchanged for a whole
+/// lease by its own clock, which starts no earlier than that renewal: the third left over
+/// is the margin for clocks that run at different rates. Stepping down at the first failed
+/// renewal instead flapped leadership all through a 1,000-pod burst, whenever one renewal
+/// was slow, and restarted every leader-only controller each time.
+#[derive(Debug, Default)]
+struct Tenure {
+    /// The start of the last successful attempt, while leading.
+    renewed: Option<Instant>,
+}
+
+impl Tenure {
+    fn deadline(lease: Duration) -> Duration {
+        lease * 2 / 3
+    }
+
+    /// Whether this replica leads after an attempt that started at `started` and ended
+    /// at `now`.
+    fn after(&mut self, started: Instant, attempt: Attempt, now: Instant, lease: Duration) -> bool {
+        match attempt {
+            Attempt::Leads => self.renewed = Some(started),
+            Attempt::Lost => self.renewed = None,
+            Attempt::Failed => {
+                self.renewed = self.renewed.filter(|at| now < *at + Self::deadline(lease));
+            }
+        }
+        self.renewed.is_some()
+    }
+
+    /// The longest the next attempt may take: a leader's must end by its renew deadline,
+    /// so that it steps down in time even when the call hangs.
+    fn attempt_bound(&self, now: Instant, lease: Duration) -> Duration {
+        let usual = lease / 3;
+        match self.renewed {
+            Some(at) => usual
+                .min((at + Self::deadline(lease)).saturating_duration_since(now))
+                .max(Duration::from_millis(1)),
+            None => usual,
+        }
+    }
+
+    /// When to try next: a lease's third after a success or as a standby, sooner while a
+    /// leader's renewals fail (client-go's `RetryPeriod`, 2 s of a 15 s lease).
+    fn next_in(&self, attempt: Attempt, lease: Duration) -> Duration {
+        match (attempt, self.renewed) {
+            (Attempt::Failed, Some(_)) => lease * 2 / 15,
+            _ => lease / 3,
+        }
+    }
+}
+
 /// Holds (or tries to take) the lease, telling the reconcilers whether they lead. A
 /// standby watches the lease, so one given up is taken at once; `stop` gives it up.
 pub async fn lead(
@@ -192,11 +256,12 @@ pub async fn lead(
     let only_ours = watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}"));
     let changes = watcher(leases, only_ours).default_backoff();
     let mut changes = std::pin::pin!(changes);
-    let mut tick = tokio::time::interval(election.lease / 3);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tenure = Tenure::default();
+    // The first attempt at once.
+    let mut wait = Duration::ZERO;
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(wait) => {}
             // The holder renewed or released it: a standby looks now.
             Some(_) = changes.next(), if !*leading.borrow() => {}
             _ = stop.changed() => {
@@ -210,17 +275,26 @@ pub async fn lead(
                 return;
             }
         }
-        // Bounded well inside the lease: a hung call must end this replica's lead before
+        // Bounded by the renew deadline: a hung call must end this replica's lead before
         // another replica may take the expired lease.
-        let attempt = tokio::time::timeout(election.lease / 3, elector.try_lead()).await;
-        let (now_leading, error) = match attempt {
-            Ok(Ok(leading)) => (leading, None),
-            Ok(Err(e)) => (false, Some(e.to_string())),
-            Err(_) => (false, Some("timed out".to_string())),
+        let started = Instant::now();
+        let bound = tenure.attempt_bound(started, election.lease);
+        let (attempt, error) = match tokio::time::timeout(bound, elector.try_lead()).await {
+            Ok(Ok(true)) => (Attempt::Leads, None),
+            Ok(Ok(false)) => (Attempt::Lost, None),
+            Ok(Err(e)) => (Attempt::Failed, Some(e.to_string())),
+            Err(_) => (Attempt::Failed, Some("timed out".to_string())),
         };
+        let was_leading = *leading.borrow();
+        let now_leading = tenure.after(started, attempt, Instant::now(), election.lease);
+        wait = tenure.next_in(attempt, election.lease);
         if let Some(error) = error {
-            tracing::warn!(%error, "leader election failed");
+            // A leader within its renew deadline keeps leading and retries soon.
+            tracing::warn!(%error, leading = now_leading, "leader election failed");
             metrics.error(Cause::LeaderElection);
+            if was_leading && !now_leading {
+                tracing::warn!("no renewal within the renew deadline: stepping down");
+            }
         }
         leading.send_if_modified(|l| {
             let changed = *l != now_leading;
@@ -297,5 +371,39 @@ mod tests {
         assert!(!lapsed(&held("b", same_time, 3), &mut observed, t0));
         let later = t0 + Duration::from_secs(20);
         assert!(!lapsed(&held("c", same_time, 4), &mut observed, later));
+    }
+
+    const LEASE: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn a_leader_rides_out_failed_renewals_until_its_renew_deadline() {
+        let mut t = Tenure::default();
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert!(t.after(t0, Attempt::Leads, t0 + s(1), LEASE));
+        // Renewals fail (a saturated API server): it still leads, and retries in 2 s.
+        assert!(t.after(t0 + s(5), Attempt::Failed, t0 + s(6), LEASE));
+        assert_eq!(t.next_in(Attempt::Failed, LEASE), s(2));
+        assert!(t.after(t0 + s(7), Attempt::Failed, t0 + s(9), LEASE));
+        // The next attempt must end by the deadline (10 s after the renewal began).
+        assert_eq!(t.attempt_bound(t0 + s(9), LEASE), s(1));
+        // A success starts the deadline again.
+        assert!(t.after(t0 + s(9), Attempt::Leads, t0 + s(9), LEASE));
+        assert_eq!(t.next_in(Attempt::Leads, LEASE), s(5));
+        assert!(t.after(t0 + s(14), Attempt::Failed, t0 + s(18), LEASE));
+        // Past it: down, well before a standby may take the lease (15 s unchanged).
+        assert!(!t.after(t0 + s(18), Attempt::Failed, t0 + s(19), LEASE));
+        assert_eq!(t.next_in(Attempt::Failed, LEASE), s(5));
+    }
+
+    #[test]
+    fn a_lost_lease_ends_the_lead_at_once_and_a_standby_never_leads_on_failures() {
+        let mut t = Tenure::default();
+        let t0 = Instant::now();
+        assert!(!t.after(t0, Attempt::Failed, t0, LEASE));
+        assert_eq!(t.attempt_bound(t0, LEASE), Duration::from_secs(5));
+        assert!(t.after(t0, Attempt::Leads, t0, LEASE));
+        assert!(!t.after(t0, Attempt::Lost, t0, LEASE));
+        assert!(!t.after(t0, Attempt::Failed, t0, LEASE));
     }
 }
