@@ -2,9 +2,9 @@
 # Builds Go commands from the module proxy and caches the binaries; the test tools' build
 # scripts call it. Two ways in:
 #
-#   tests/tools/go-build.sh install <name> <package>@<version> [<ldflags>]
-#       `go install` of a module whose go.mod has no replace directives
-#       -> prints the path of the binary
+#   tests/tools/go-build.sh install <name> <package>@<version> [<ldflags>] [<tags>]
+#       `go install` of a module whose go.mod has no replace directives (<tags>: Go build
+#       tags, comma-separated) -> prints the path of the binary
 #   tests/tools/go-build.sh module <wrapper dir> <name> <package>...
 #       `go build` inside a small wrapper module (its go.mod lists the commands as `tool`s
 #       and restates any replace directives the module needs)
@@ -16,7 +16,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 install <name> <package>@<version> [<ldflags>]" >&2
+  echo "usage: $0 install <name> <package>@<version> [<ldflags>] [<tags>]" >&2
   echo "       $0 module <wrapper dir> <name> <package>..." >&2
   exit 2
 }
@@ -25,11 +25,11 @@ mode="${1:-}"
 case "$mode" in
   install)
     [[ $# -ge 3 ]] || usage
-    name="$2" target="$3" ldflags="${4:-}"
+    name="$2" target="$3" ldflags="${4:-}" tags="${5:-}"
     # Outside any module or workspace of the caller.
     workdir="${TMPDIR:-/tmp}"
-    inputs() { printf '%s\n%s\n' "$target" "$ldflags"; }
-    build() { GOBIN="$1" go install -trimpath -ldflags "-s -w $ldflags" "$target"; }
+    inputs() { printf '%s\n%s\n%s\n' "$target" "$ldflags" "$tags"; }
+    build() { GOBIN="$1" go install -trimpath -tags "$tags" -ldflags "-s -w $ldflags" "$target"; }
     result() { echo "$1/$(basename "${target%@*}")"; }
     export GOFLAGS="-buildvcs=false"
     ;;
