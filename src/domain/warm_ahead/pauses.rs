@@ -52,12 +52,9 @@ impl Pauses {
     }
 
     /// Pauses remembered.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         usize::from(self.len)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

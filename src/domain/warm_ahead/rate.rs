@@ -176,17 +176,20 @@ impl Rate {
         self.cold.then_some(self.episode)
     }
 
+    /// Episodes a second by the weight `decayed` to a moment.
+    fn per_second(decayed: f64, memory: &Memory) -> f64 {
+        std::f64::consts::LN_2 / memory.half_life.as_secs_f64().max(0.001) * decayed
+    }
+
     /// The rate at the latest arrival expects the next episode within the cold gap.
     fn due_within_cold_gap(&self, memory: &Memory) -> bool {
-        let per_second = std::f64::consts::LN_2 / memory.half_life.as_secs_f64().max(0.001);
-        per_second * self.weight * memory.cold_gap.as_secs_f64() >= 1.0
+        Self::per_second(self.weight, memory) * memory.cold_gap.as_secs_f64() >= 1.0
     }
 
     /// What the arrivals say at `now_ms`, looking `horizon` ahead in the time-of-day memory.
     pub fn outlook(&self, now_ms: i64, horizon: Duration, memory: &Memory) -> Outlook {
         let d = decay(now_ms - self.last, memory.half_life);
-        let lambda = std::f64::consts::LN_2 / memory.half_life.as_secs_f64().max(0.001);
-        let per_second = lambda * self.weight * d;
+        let per_second = Self::per_second(self.weight * d, memory);
         let then = self.season.next_within(now_ms, horizon, memory.period);
         let by_rate = (per_second > 0.0)
             .then(|| Duration::try_from_secs_f64(1.0 / per_second).ok())

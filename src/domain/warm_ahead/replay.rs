@@ -130,12 +130,10 @@ fn replay(days: i64, seed: u64, policy: Policy) -> Vec<(usize, usize, i64)> {
                 Pool {
                     digest: config.into(),
                     opted_in: true,
-                    outlook: tracker.rate(&key(config)).map(|r| Outlook {
-                        pause: r
-                            .outlook(t * 1000, limits.idle_ttl, tracker.memory())
-                            .pause
-                            .filter(|_| policy == Policy::All),
-                        ..r.outlook(t * 1000, limits.idle_ttl, tracker.memory())
+                    outlook: tracker.rate(&key(config)).map(|r| {
+                        let o = r.outlook(t * 1000, limits.idle_ttl, tracker.memory());
+                        let pause = o.pause.filter(|_| policy == Policy::All);
+                        Outlook { pause, ..o }
                     }),
                     members: members.into_iter().collect(),
                 }

@@ -245,7 +245,7 @@ pub async fn kept_warm(env: &TestEnv, name: &str) -> Option<String> {
         .ok()??;
     c.metadata
         .annotations?
-        .get("rayshare.io/kept-warm")
+        .get(rayshare::domain::labels::KEPT_WARM)
         .cloned()
 }
 
