@@ -252,8 +252,8 @@ impl KubeWorld {
     /// Lists the group's claims (unless listed a moment ago), then creates the claim of
     /// the lowest free slot; the API server's name uniqueness makes the create the
     /// arbiter. A lost race (with another replica) moves up to the next free slot,
-    /// re-listing now and then, so claims stay compact: a claimer only ever passes slots
-    /// it saw taken.
+    /// re-listing now and then (at once for a block: the other end has come this far),
+    /// so claims stay compact: a claimer only ever passes slots it saw taken.
     pub(super) async fn claim(
         &self,
         r: &IndexRequest,
@@ -354,6 +354,7 @@ impl KubeWorld {
                     won.then_some(slot)
                 }
                 Next::Open(replica) => {
+                    let asked = Instant::now();
                     // Ours or someone's: its hosts are taken either way.
                     known
                         .taken
@@ -380,6 +381,13 @@ impl KubeWorld {
                         return Ok(Claimed { slot, taken_over });
                     }
                     known = lock().await?;
+                    // Lost to another webhook replica: the other end of the group has
+                    // come this far, and what we know of it is older than this burst.
+                    // One list now instead of a string of creates lost to its blocks.
+                    if known.listed.is_none_or(|t| t < asked) {
+                        let at = Instant::now();
+                        known.update(self.list_claims(r, remaining()).await?, at);
+                    }
                     None
                 }
                 Next::Gate(replica) => {
