@@ -179,7 +179,7 @@ async fn clear(client: &kube::Client, namespace: &str) {
 
 /// Rounds per replica count (RAYSHARE_SLICE_ROUNDS): one burst's wall moves by a third
 /// between runs on a shared 2-core VM, so a ratio is judged on the median of several.
-fn rounds() -> usize {
+pub fn rounds() -> usize {
     std::env::var("RAYSHARE_SLICE_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -248,21 +248,50 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// The table's rows for `replicas` rayshare replicas, round by round: the floor (the same
-/// burst into a namespace no webhook serves, just before and just after), the webhook
-/// call alone, indexed; then the medians of the rounds' ratios.
-pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
-    let name = format!("burst-slice-{build}-{replicas}");
-    let env = TestEnv::new(&name, DEFAULT_CONFIG, replicas).await;
-    let floor_ns = format!("{}-floor", env.ns);
-    create_namespace(&env.admin, &floor_ns, &[]).await;
-    let label = format!("rayshare ({build}), {replicas} replica(s)");
-    let mut out = Vec::new();
-    let (mut plain_ratios, mut served_ratios, mut cpu_ratios, mut calls) =
-        (vec![], vec![], vec![], vec![]);
-    let (mut duplicates, mut past_group) = (0, 0);
-    for round in 0..rounds() {
-        let (cluster, group) = slice_cluster(&env, replicas, round).await;
+/// One build and replica count's rounds: the floor (the same burst into a namespace no
+/// webhook serves, just before and just after), the webhook call alone, indexed; the
+/// table's rows as they come, then the medians of the rounds' ratios (`rows`).
+pub struct Series {
+    env: TestEnv,
+    replicas: usize,
+    floor_ns: String,
+    label: String,
+    out: Vec<String>,
+    plain_ratios: Vec<f64>,
+    served_ratios: Vec<f64>,
+    cpu_ratios: Vec<f64>,
+    calls: Vec<f64>,
+    duplicates: usize,
+    past_group: usize,
+}
+
+impl Series {
+    /// Starts `replicas` rayshare replicas of `build` in a namespace of their own.
+    pub async fn new(build: &str, replicas: usize) -> Self {
+        let name = format!("burst-slice-{build}-{replicas}");
+        let env = TestEnv::new(&name, DEFAULT_CONFIG, replicas).await;
+        let floor_ns = format!("{}-floor", env.ns);
+        create_namespace(&env.admin, &floor_ns, &[]).await;
+        Self {
+            env,
+            replicas,
+            floor_ns,
+            label: format!("rayshare ({build}), {replicas} replica(s)"),
+            out: Vec::new(),
+            plain_ratios: vec![],
+            served_ratios: vec![],
+            cpu_ratios: vec![],
+            calls: vec![],
+            duplicates: 0,
+            past_group: 0,
+        }
+    }
+
+    /// One round on a new cluster.
+    pub async fn round(&mut self, round: usize) {
+        let (env, replicas, label) = (&self.env, self.replicas, &self.label);
+        let floor_ns = &self.floor_ns;
+        let (cluster, group) = slice_cluster(env, replicas, round).await;
         let all = || {
             (0..PODS)
                 .map(|i| worker(&cluster, &group, replicas, i))
@@ -272,10 +301,10 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         let before = profiled(
             &env.admin,
             tag("floor-before"),
-            Burst::run(&env.admin, &floor_ns, all()),
+            Burst::run(&env.admin, floor_ns, all()),
         )
         .await;
-        clear(&env.admin, &floor_ns).await;
+        clear(&env.admin, floor_ns).await;
         // The webhook call alone: the same pods without KubeRay's labels, which
         // rayshare lets through unchanged (no claim).
         let plain = all()
@@ -288,20 +317,20 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
                 pod
             })
             .collect();
-        let reviewed = pods_reviewed(&env).await;
+        let reviewed = pods_reviewed(env).await;
         let passed = profiled(
             &env.admin,
             tag("call-only"),
             Burst::run(&env.admin, &env.ns, plain),
         )
         .await;
-        let reviewed = pods_reviewed(&env).await - reviewed;
+        let reviewed = pods_reviewed(env).await - reviewed;
         assert_eq!(
             reviewed, PODS as u64,
             "every pod of the call-only burst reviewed"
         );
         clear(&env.admin, &env.ns).await;
-        let settled = events_settled(&env).await;
+        let settled = events_settled(env).await;
         let calls_before = crate::cluster::api_requests(&env.admin).await;
         let served = profiled(
             &env.admin,
@@ -312,7 +341,7 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         // Each indexed pod's Event, recorded (or dropped) a second or more after its
         // admission: what it cost the API server, lookups included.
         wait_for("the burst's events", || async {
-            (events_settled(&env).await >= settled + PODS as u64).then_some(())
+            (events_settled(env).await >= settled + PODS as u64).then_some(())
         })
         .await;
         let with_events = crate::cluster::delta(
@@ -329,21 +358,22 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
         let after = profiled(
             &env.admin,
             tag("floor-after"),
-            Burst::run(&env.admin, &floor_ns, all()),
+            Burst::run(&env.admin, floor_ns, all()),
         )
         .await;
-        clear(&env.admin, &floor_ns).await;
+        clear(&env.admin, floor_ns).await;
         // The next round starts from as many stored pods as this one did: the control
         // plane's cost per create grows with them, and the floor must not drift from it.
         clear(&env.admin, &env.ns).await;
         let floor = Floor::of(&before, &after);
-        plain_ratios.push(floor.wall_ratio(&passed));
-        served_ratios.push(floor.wall_ratio(&served));
-        cpu_ratios.push(floor.cpu_ratio(&served));
-        calls.push(served.lease_calls.values().sum::<u64>() as f64 / PODS as f64);
-        duplicates += served.duplicates;
-        past_group += served.past_group;
-        out.extend([
+        self.plain_ratios.push(floor.wall_ratio(&passed));
+        self.served_ratios.push(floor.wall_ratio(&served));
+        self.cpu_ratios.push(floor.cpu_ratio(&served));
+        self.calls
+            .push(served.lease_calls.values().sum::<u64>() as f64 / PODS as f64);
+        self.duplicates += served.duplicates;
+        self.past_group += served.past_group;
+        self.out.extend([
             format!(
                 "| round {round}: floor (no webhook), mean of before and after | {PODS} | 0 | - | - | {} | 1 | 1 | 0 | - |",
                 ms(floor.wall)
@@ -359,21 +389,29 @@ pub async fn rows(build: &str, replicas: usize) -> Vec<String> {
             cpu_by(&after)
         );
     }
-    let range = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        format!("{lo:.2} to {hi:.2}")
-    };
-    out.push(format!(
-        "| **{label}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {duplicates}; {past_group} past the group's {REPLICAS} replicas | {:.2} |",
-        served_ratios.len(),
-        median(served_ratios.clone()),
-        range(&served_ratios),
-        median(plain_ratios.clone()),
-        range(&plain_ratios),
-        median(cpu_ratios.clone()),
-        range(&cpu_ratios),
-        median(calls),
-    ));
-    out
+
+    /// The rounds' rows, then their medians.
+    pub fn rows(mut self) -> Vec<String> {
+        let range = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.2} to {hi:.2}")
+        };
+        let (served, plain, cpu) = (&self.served_ratios, &self.plain_ratios, &self.cpu_ratios);
+        self.out.push(format!(
+            "| **{}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {}; {} past the group's {REPLICAS} replicas | {:.2} |",
+            self.label,
+            served.len(),
+            median(served.clone()),
+            range(served),
+            median(plain.clone()),
+            range(plain),
+            median(cpu.clone()),
+            range(cpu),
+            self.duplicates,
+            self.past_group,
+            median(self.calls.clone()),
+        ));
+        self.out
+    }
 }
