@@ -184,7 +184,17 @@ fn main() {
                 rt.block_on(series[(k + round) % n].round(round));
             }
         }
+        let find = |build: &str, replicas| {
+            series
+                .iter()
+                .find(|s| s.build_and_replicas() == (build, replicas))
+        };
+        let paired: Vec<String> = ["old", "new"]
+            .into_iter()
+            .filter_map(|b| Some(slice::Series::paired(find(b, 2)?, find(b, 1)?)))
+            .collect();
         out.extend(series.into_iter().flat_map(slice::Series::rows));
+        out.extend(paired);
     }
     // Last: Volcano's webhooks, once started, are in the path of every namespace.
     if wanted("volcano") {

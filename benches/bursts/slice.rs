@@ -242,6 +242,13 @@ fn worker(cluster: &str, group: &str, replicas: usize, i: usize) -> Value {
         "spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray"}]}})
 }
 
+/// "lowest to highest" of `values`.
+fn range(values: &[f64]) -> String {
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    format!("{lo:.2} to {hi:.2}")
+}
+
 /// The median of `values` (sorted here).
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -253,6 +260,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// table's rows as they come, then the medians of the rounds' ratios (`rows`).
 pub struct Series {
     env: TestEnv,
+    build: String,
     replicas: usize,
     floor_ns: String,
     label: String,
@@ -274,6 +282,7 @@ impl Series {
         create_namespace(&env.admin, &floor_ns, &[]).await;
         Self {
             env,
+            build: build.to_string(),
             replicas,
             floor_ns,
             label: format!("rayshare ({build}), {replicas} replica(s)"),
@@ -390,13 +399,30 @@ impl Series {
         );
     }
 
+    /// Two replicas against one of the same build, round by round (the two ran one after
+    /// the other, so the machine's drift cancels): the medians of the wall and CPU ratios.
+    pub fn paired(two: &Series, one: &Series) -> String {
+        let per_round =
+            |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(a, b)| a / b).collect() };
+        let wall = per_round(&two.served_ratios, &one.served_ratios);
+        let cpu = per_round(&two.cpu_ratios, &one.cpu_ratios);
+        format!(
+            "| **{} against {}, paired by round** | | | | | | **{:.2}** ({}) | {:.2} ({}) | | |",
+            two.label,
+            one.label,
+            median(wall.clone()),
+            range(&wall),
+            median(cpu.clone()),
+            range(&cpu),
+        )
+    }
+
+    pub fn build_and_replicas(&self) -> (&str, usize) {
+        (&self.build, self.replicas)
+    }
+
     /// The rounds' rows, then their medians.
     pub fn rows(mut self) -> Vec<String> {
-        let range = |v: &[f64]| {
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(0.0, f64::max);
-            format!("{lo:.2} to {hi:.2}")
-        };
         let (served, plain, cpu) = (&self.served_ratios, &self.plain_ratios, &self.cpu_ratios);
         self.out.push(format!(
             "| **{}, median of {} rounds** | | | | | | **{:.2}** ({}); webhook call only {:.2} ({}) | {:.2} ({}) | {}; {} past the group's {REPLICAS} replicas | {:.2} |",
