@@ -49,7 +49,25 @@ impl MadeHere {
         self.made.insert(key, (now, object));
     }
 
-    /// The object made here under that name within the grace, once.
+    /// Notes that this replica's admission is about to make the object (its create may
+    /// yet fail or go unanswered): the provisioner leaves the pod's group to whichever
+    /// replica admitted it (`holds`). An entry made already is kept.
+    pub fn intend(&mut self, namespace: &str, name: &str, now: Instant) {
+        let key = (namespace.to_string(), name.to_string());
+        if !self.made.contains_key(&key) {
+            self.put(namespace, name, Value::Null, now);
+        }
+    }
+
+    /// Whether this replica made (or set out to make) the object within the grace.
+    pub fn holds(&mut self, namespace: &str, name: &str, now: Instant) -> bool {
+        self.expire(now);
+        self.made
+            .contains_key(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// The object made here under that name within the grace, once (`Null`: set out to
+    /// make, not known made).
     pub fn take(&mut self, namespace: &str, name: &str, now: Instant) -> Option<Value> {
         self.expire(now);
         let key = (namespace.to_string(), name.to_string());
@@ -110,6 +128,23 @@ mod tests {
         made.put("ns", first, json!(1), t0);
         made.put("ns", second, json!(2), t0 + Duration::from_secs(apart));
         (t0, made)
+    }
+
+    #[test]
+    fn an_intent_is_held_and_taken_as_nothing_made() {
+        let t0 = Instant::now();
+        let mut made = MadeHere::new(GRACE, 8);
+        made.intend("ns", "a", t0);
+        assert!(made.holds("ns", "a", t0));
+        assert!(!made.holds("ns", "b", t0));
+        // Made after all: what was made replaces the intent; an intent never replaces it.
+        made.put("ns", "a", json!(1), t0);
+        made.intend("ns", "a", t0);
+        assert_eq!(made.take("ns", "a", t0), Some(json!(1)));
+        made.intend("ns", "c", t0);
+        assert_eq!(made.take("ns", "c", t0), Some(Value::Null));
+        made.intend("ns", "d", t0);
+        assert!(!made.holds("ns", "d", t0 + GRACE), "gone after the grace");
     }
 
     #[test]

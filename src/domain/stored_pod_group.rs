@@ -5,6 +5,8 @@
 //! admission review holds no queue capacity. The pod is the evidence: the group is what
 //! the same plan makes of it, under the name the pod carries, recording the pod's uid.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::config::PodGroups;
@@ -44,6 +46,15 @@ pub fn group_for(
         labels::set(&mut group, Meta::Labels, labels::INSTANCE, instance);
     }
     Some(group)
+}
+
+/// Whether the provisioner leaves a stored pod's group, for now, to the webhook replica
+/// that admitted it: that replica made it and takes it up from memory, where another
+/// would send a create to be refused and a read for each pod of a burst. A pod older
+/// than `grace` (or of unknown age) is looked at by every replica: its admitter may be
+/// gone, or its create may have failed.
+pub fn leave_to_admitter(admitted_here: bool, age: Option<Duration>, grace: Duration) -> bool {
+    !admitted_here && age.is_some_and(|age| age < grace)
 }
 
 /// Whether a stored pod is past needing a group: going, or over.
@@ -99,6 +110,25 @@ mod tests {
     use rstest::rstest;
 
     use super::*;
+
+    const GRACE: Duration = Duration::from_secs(30);
+
+    #[rstest]
+    // Admitted here: taken up at once, from memory.
+    #[case::admitted_here(true, Some(1), false)]
+    // Another replica admitted it a moment ago: its group is that replica's to take up.
+    #[case::admitted_elsewhere(false, Some(1), true)]
+    // Past the grace: its admitter may be gone, or its create failed; everyone looks.
+    #[case::past_the_grace(false, Some(30), false)]
+    #[case::age_unknown(false, None, false)]
+    fn a_young_pod_admitted_elsewhere_is_left_to_its_admitter(
+        #[case] admitted_here: bool,
+        #[case] age_s: Option<u64>,
+        #[case] left: bool,
+    ) {
+        let age = age_s.map(Duration::from_secs);
+        assert_eq!(leave_to_admitter(admitted_here, age, GRACE), left);
+    }
 
     fn stored_pod() -> Value {
         json!({

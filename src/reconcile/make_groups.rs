@@ -17,6 +17,7 @@ use crate::cause::Cause;
 use crate::config::Config;
 use crate::domain::events::{self, Event, ObjectRef, Reason, Regarding};
 use crate::domain::stored_pod_group::{self, Existing};
+use crate::domain::time;
 use crate::metrics::KindLabel;
 use crate::world::background::{Key, Kind, Written};
 use crate::world::watch::{Change, WatchEvent};
@@ -88,6 +89,14 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
     };
     let name = group["metadata"]["name"].as_str().unwrap_or_default();
     let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let age = time::parse_time(&pod["metadata"]["creationTimestamp"])
+        .map(|created| time::elapsed(Timestamp::now(), created));
+    let grace = Duration::from_secs(cfg.unconfirmed_grace_seconds);
+    if stored_pod_group::leave_to_admitter(cx.world.admitted_here(ns, name), age, grace) {
+        // Not settled here: the next pass looks again, past the grace if need be.
+        tracing::trace!(namespace = %ns, group = %name, pod = %pod_name, "left to the replica that admitted it");
+        return false;
+    }
     let timeout = Duration::from_millis(cfg.create_timeout_ms);
     let group_key = (ns.to_string(), name.to_string());
     // What the pod's owner sees: the group its pod is in, whichever step made it.
@@ -104,6 +113,19 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
             });
         }
     };
+    // Another replica's pod, past the grace: most likely its admitter took the group up
+    // already, which one read says (a create would be refused, then read).
+    if !cx.world.admitted_here(ns, name) {
+        match cx.world.get(Kind::PodGroup, &group_key, timeout).await {
+            Ok(Some(found)) => return take_up(cx, &found, uid, &group_key, &group, created).await,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot read PodGroup (retried)");
+                cx.metrics.error(e.cause());
+                return false;
+            }
+        }
+    }
     match cx.world.create(&group, timeout).await {
         Ok(Created::Created) => {
             tracing::info!(namespace = %ns, group = %name, pod = %pod_name, "created PodGroup");
@@ -112,30 +134,42 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
             cx.metrics.created.get_or_create(&KindLabel { kind }).inc();
             true
         }
-        Ok(Created::Exists(found)) => {
-            let live = cx.world.stored_pods();
-            let alive = |other: &str| live.iter().any(|(_, uid)| uid == other);
-            match stored_pod_group::existing(&found, uid, alive) {
-                Existing::Ours => true,
-                Existing::TakeUp => {
-                    let taken = adopt(cx, false, &group_key, &group, timeout).await;
-                    if taken {
-                        created();
-                    }
-                    taken
-                }
-                Existing::Adopt => adopt(cx, true, &group_key, &group, timeout).await,
-                Existing::Foreign => {
-                    tracing::warn!(namespace = %ns, group = %name, pod = %pod_name, "a PodGroup of that name exists that is not this pod's; left alone");
-                    cx.metrics.error(Cause::NameConflict);
-                    true
-                }
-            }
-        }
+        Ok(Created::Exists(found)) => take_up(cx, &found, uid, &group_key, &group, created).await,
         Err(e) => {
             tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot create PodGroup (retried)");
             cx.metrics.error(e.cause());
             false
+        }
+    }
+}
+
+/// What the provisioner does with a group of that name found in place: `true` once
+/// settled.
+async fn take_up<W: Background>(
+    cx: &Cx<'_, W>,
+    found: &Value,
+    uid: &str,
+    key: &Key,
+    group: &Value,
+    created: impl Fn(),
+) -> bool {
+    let timeout = Duration::from_millis(cx.config.pod_groups.create_timeout_ms);
+    let live = cx.world.stored_pods();
+    let alive = |other: &str| live.iter().any(|(_, uid)| uid == other);
+    match stored_pod_group::existing(found, uid, alive) {
+        Existing::Ours => true,
+        Existing::TakeUp => {
+            let taken = adopt(cx, false, key, group, timeout).await;
+            if taken {
+                created();
+            }
+            taken
+        }
+        Existing::Adopt => adopt(cx, true, key, group, timeout).await,
+        Existing::Foreign => {
+            tracing::warn!(namespace = %key.0, group = %key.1, "a PodGroup of that name exists that is not this pod's; left alone");
+            cx.metrics.error(Cause::NameConflict);
+            true
         }
     }
 }

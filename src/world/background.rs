@@ -91,6 +91,9 @@ pub trait Background: World {
     /// The stored pods that want a PodGroup from rayshare: (namespace, name) and uid.
     fn stored_pods(&self) -> Vec<(Key, String)>;
     fn stored_pod(&self, namespace: &str, name: &str) -> Option<Value>;
+    /// Whether this replica's admission made (or set out to make) PodGroup `name` within
+    /// `podGroups.unconfirmedGraceSeconds`.
+    fn admitted_here(&self, namespace: &str, name: &str) -> bool;
 
     /// One object as the API server has it now (`None`: not there).
     fn get(

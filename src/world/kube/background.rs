@@ -119,6 +119,11 @@ impl Background for KubeWorld {
             .collect()
     }
 
+    fn admitted_here(&self, namespace: &str, name: &str) -> bool {
+        let mut made = self.made_here.lock().expect("not poisoned");
+        made.holds(namespace, name, std::time::Instant::now())
+    }
+
     fn stored_pod(&self, namespace: &str, name: &str) -> Option<Value> {
         let pod = self
             .pods

@@ -139,13 +139,18 @@ impl KubeWorld {
         let api = api_for(&self.client, object)?;
         // Made here: a create would be refused, a read says whether it is still there.
         if let Some((ns, name)) = &kept
-            && made_here().take(ns, name, Instant::now()).is_some()
+            && made_here()
+                .take(ns, name, Instant::now())
+                .is_some_and(|made| !made.is_null())
             && let Some(found) = bounded(timeout, api.get_opt(name))
                 .await?
                 .map_err(to_world_error)?
         {
             let found = serde_json::to_value(found).map_err(|e| WorldError::Api(e.to_string()))?;
             return Ok(Created::Exists(found));
+        }
+        if let Some((ns, name)) = &kept {
+            made_here().intend(ns, name, Instant::now());
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let dynamic: DynamicObject =

@@ -142,6 +142,11 @@ impl Background for MemoryWorld {
             .collect()
     }
 
+    /// One process: every pod was admitted here.
+    fn admitted_here(&self, _namespace: &str, _name: &str) -> bool {
+        true
+    }
+
     fn stored_pod(&self, namespace: &str, name: &str) -> Option<Value> {
         self.stored_of(Kind::Pod, Some(namespace))
             .into_iter()
