@@ -14,16 +14,18 @@ use crate::cluster::*;
 use crate::harness::*;
 use crate::scheduling::group_name;
 
-/// (e) A thousand pods at once (50 creates in flight): every one accepted by Volcano's
+/// (e) A thousand pods at once (50 creates in flight), alternating between two rayshare
+/// replicas as a Deployment of two would take them: every one accepted by Volcano's
 /// webhook, each in its own rayshare group, none failed open (neither counted by rayshare
-/// nor by the API server for this test's webhook). Times are measured and printed, not
+/// nor by the API server for this test's webhooks). Times are measured and printed, not
 /// asserted.
 #[tokio::test]
 async fn a_thousand_pods_at_once_each_get_their_group() {
     const PODS: usize = 1000;
     const IN_FLIGHT: usize = 50;
+    const REPLICAS: usize = 2;
     let _volcano = &*VOLCANO;
-    let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, 1).await;
+    let env = TestEnv::new("ag-bulk", DEFAULT_CONFIG, REPLICAS).await;
     // Room for one pod: the rest wait, so the scheduler and kwok do not bind and run a
     // thousand pods on these 2 cores (admission is what is measured).
     open_queue(&env.admin, "ag-bulk", Some(json!({"cpu": "1"}))).await;
@@ -35,7 +37,9 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         .map(|i| {
             let pods = pods.clone();
             async move {
-                let pod = bare_pod(&format!("bulk-{i:04}"), "ag-bulk", "1");
+                let mut pod = bare_pod(&format!("bulk-{i:04}"), "ag-bulk", "1");
+                let shard = (i % REPLICAS).to_string();
+                pod.labels_mut().insert(SHARD_LABEL.into(), shard);
                 let sent = Instant::now();
                 let created = pods.create(&PostParams::default(), &pod).await;
                 (i, sent.elapsed(), created)
@@ -80,14 +84,17 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     // Every pod its own group: a fail-open would leave the pod to Volcano's group per
     // owner, which is what rayshare replaces. Counted here only to say why if one happened
     // (the API server's count is by webhook name, and each test's webhook has its own).
-    let ours = env.instances[0].metrics().await;
-    let failed_open = metric_sum(
-        &ours,
-        "rayshare_admission_requests_total{",
-        &["kind=\"Pod\"", "outcome=\"failed_open\""],
-    ) as u64;
+    let mut failed_open = 0;
+    for instance in &env.instances {
+        let counted = metric_sum(
+            &instance.metrics().await,
+            "rayshare_admission_requests_total{",
+            &["kind=\"Pod\"", "outcome=\"failed_open\""],
+        );
+        failed_open += counted as u64;
+    }
     let api_server_failed_open = env.api_server_fail_opens().await as u64;
-    let log = env.instances[0].log_text();
+    let log: String = env.instances.iter().map(|i| i.log_text()).collect();
     let sent_again = log.matches("create not answered yet: sent again").count();
     eprintln!(
         "[admission-groups] rayshare's admission time per pod: {}; creates sent again: \
@@ -129,7 +136,10 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         *phases.entry(phase.to_string()).or_default() += 1;
     }
     eprintln!("[admission-groups] the groups' phases (queue room for one pod): {phases:?}");
-    let metrics = env.instances[0].metrics().await;
+    let mut metrics = String::new();
+    for instance in &env.instances {
+        metrics += &instance.metrics().await;
+    }
     for line in metrics.lines().filter(|l| {
         [
             "rayshare_objects_created_total",
@@ -145,7 +155,8 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     }
     // rayshare's warnings, by message (what the errors above were).
     let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
-    for line in env.instances[0].log_text().lines() {
+    let log: String = env.instances.iter().map(|i| i.log_text()).collect();
+    for line in log.lines() {
         if let Some((_, rest)) = line.split_once(" WARN ") {
             let what: Vec<&str> = rest
                 .split_whitespace()
