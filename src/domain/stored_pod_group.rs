@@ -52,9 +52,11 @@ pub fn group_for(
 /// that admitted it: that replica made it and takes it up from memory, where another
 /// would send a create to be refused and a read for each pod of a burst. A pod older
 /// than `grace` (or of unknown age) is looked at by every replica: its admitter may be
-/// gone, or its create may have failed.
-pub fn leave_to_admitter(admitted_here: bool, age: Option<Duration>, grace: Duration) -> bool {
-    !admitted_here && age.is_some_and(|age| age < grace)
+/// gone, or its create may have failed. With `createAtAdmission: false` no replica made
+/// it: every one makes it at once.
+pub fn leave_to_admitter(cfg: &PodGroups, admitted_here: bool, age: Option<Duration>) -> bool {
+    let grace = Duration::from_secs(cfg.unconfirmed_grace_seconds);
+    cfg.create_at_admission && !admitted_here && age.is_some_and(|age| age < grace)
 }
 
 /// Whether a stored pod is past needing a group: going, or over.
@@ -111,23 +113,27 @@ mod tests {
 
     use super::*;
 
-    const GRACE: Duration = Duration::from_secs(30);
-
     #[rstest]
     // Admitted here: taken up at once, from memory.
-    #[case::admitted_here(true, Some(1), false)]
+    #[case::admitted_here(true, true, Some(1), false)]
     // Another replica admitted it a moment ago: its group is that replica's to take up.
-    #[case::admitted_elsewhere(false, Some(1), true)]
-    // Past the grace: its admitter may be gone, or its create failed; everyone looks.
-    #[case::past_the_grace(false, Some(30), false)]
-    #[case::age_unknown(false, None, false)]
+    #[case::admitted_elsewhere(true, false, Some(1), true)]
+    // Past the grace (30 s): its admitter may be gone, or its create failed.
+    #[case::past_the_grace(true, false, Some(30), false)]
+    #[case::age_unknown(true, false, None, false)]
+    // No group is made at admission: nobody else will make it.
+    #[case::made_only_from_the_stored_pod(false, false, Some(1), false)]
     fn a_young_pod_admitted_elsewhere_is_left_to_its_admitter(
+        #[case] at_admission: bool,
         #[case] admitted_here: bool,
         #[case] age_s: Option<u64>,
         #[case] left: bool,
     ) {
+        let mut cfg = crate::config::Config::default().pod_groups;
+        cfg.create_at_admission = at_admission;
+        assert_eq!(cfg.unconfirmed_grace_seconds, 30);
         let age = age_s.map(Duration::from_secs);
-        assert_eq!(leave_to_admitter(admitted_here, age, GRACE), left);
+        assert_eq!(leave_to_admitter(&cfg, admitted_here, age), left);
     }
 
     fn stored_pod() -> Value {

@@ -91,8 +91,8 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
     let pod_name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let age = time::parse_time(&pod["metadata"]["creationTimestamp"])
         .map(|created| time::elapsed(Timestamp::now(), created));
-    let grace = Duration::from_secs(cfg.unconfirmed_grace_seconds);
-    if stored_pod_group::leave_to_admitter(cx.world.admitted_here(ns, name), age, grace) {
+    let admitted_here = cx.world.admitted_here(ns, name);
+    if stored_pod_group::leave_to_admitter(cfg, admitted_here, age) {
         // Not settled here: the next pass looks again, past the grace if need be.
         tracing::trace!(namespace = %ns, group = %name, pod = %pod_name, "left to the replica that admitted it");
         return false;
@@ -115,7 +115,7 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
     };
     // Another replica's pod, past the grace: most likely its admitter took the group up
     // already, which one read says (a create would be refused, then read).
-    if !cx.world.admitted_here(ns, name) {
+    if cfg.create_at_admission && !admitted_here {
         match cx.world.get(Kind::PodGroup, &group_key, timeout).await {
             Ok(Some(found)) => return take_up(cx, &found, uid, &group_key, &group, created).await,
             Ok(None) => {}
