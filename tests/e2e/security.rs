@@ -212,10 +212,12 @@ async fn a_forged_volcano_pod_review_holds_capacity_only_briefly() {
     crate::pod_groups::made(&groups, "honest").await;
 }
 
-/// With `podGroups.createAtAdmission: false` a forged review makes no group at all.
+/// With `podGroups.createAtAdmission: false` a forged review makes no group at all, and
+/// a stored pod's group is made at once (the grace, an hour here, is no wait for it:
+/// no replica made it at admission, so none is left to take it up).
 #[tokio::test]
 async fn a_forged_volcano_pod_review_makes_nothing_when_groups_wait_for_the_pod() {
-    let config = "podGroups:\n  createAtAdmission: false\n";
+    let config = "podGroups:\n  createAtAdmission: false\n  unconfirmedGraceSeconds: 3600\n";
     let env = TestEnv::new("forged-pod-late", config, 1).await;
     let answer = post_forged(&env, &forged(&env.ns, &greedy_pod(&env), pod_kind())).await;
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
