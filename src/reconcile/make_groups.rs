@@ -117,7 +117,9 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
     // already, which one read says (a create would be refused, then read).
     if cfg.create_at_admission && !admitted_here {
         match cx.world.get(Kind::PodGroup, &group_key, timeout).await {
-            Ok(Some(found)) => return take_up(cx, &found, uid, &group_key, &group, created).await,
+            Ok(Some(found)) => {
+                return take_up(cx, &found, uid, &group_key, (&group, timeout), created).await;
+            }
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot read PodGroup (retried)");
@@ -134,7 +136,9 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
             cx.metrics.created.get_or_create(&KindLabel { kind }).inc();
             true
         }
-        Ok(Created::Exists(found)) => take_up(cx, &found, uid, &group_key, &group, created).await,
+        Ok(Created::Exists(found)) => {
+            take_up(cx, &found, uid, &group_key, (&group, timeout), created).await
+        }
         Err(e) => {
             tracing::warn!(namespace = %ns, group = %name, error = %e, "cannot create PodGroup (retried)");
             cx.metrics.error(e.cause());
@@ -150,10 +154,9 @@ async fn take_up<W: Background>(
     found: &Value,
     uid: &str,
     key: &Key,
-    group: &Value,
+    (group, timeout): (&Value, Duration),
     created: impl Fn(),
 ) -> bool {
-    let timeout = Duration::from_millis(cx.config.pod_groups.create_timeout_ms);
     let live = cx.world.stored_pods();
     let alive = |other: &str| live.iter().any(|(_, uid)| uid == other);
     match stored_pod_group::existing(found, uid, alive) {
