@@ -145,6 +145,7 @@ impl App {
                 router: api::router(state),
                 tls,
                 max_connections: args.max_connections,
+                metrics: metrics.clone(),
             },
             admin::router(health.clone(), metrics),
             health,

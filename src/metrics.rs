@@ -49,6 +49,12 @@ pub struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabel {
+    /// `h2` or `http/1.1`, as the TLS handshake agreed (ALPN).
+    pub protocol: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: &'static str,
     /// The git commit, 12 hex digits, or `unknown` (see build.rs).
@@ -84,6 +90,8 @@ pub struct Metrics {
     pub errors: Family<CauseLabel, Counter>,
     pub cert_reloads: Family<ReloadLabel, Counter>,
     pub in_flight: Gauge,
+    pub connections: Family<ProtocolLabel, Counter>,
+    pub connections_open: Gauge,
     /// 1 while this replica holds the reconcilers' lease.
     pub leader: Gauge,
     pub shared_clusters: Family<StateLabel, Gauge>,
@@ -199,6 +207,18 @@ impl Default for Metrics {
             "Admission requests being answered",
             in_flight.clone(),
         );
+        let connections = Family::<ProtocolLabel, Counter>::default();
+        registry.register(
+            "webhook_connections",
+            "Connections to the webhook port that completed the TLS handshake, by protocol: an API server sends all its calls over one HTTP/2 connection while it stays open (docs/operating.md)",
+            connections.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "webhook_connections_open",
+            "Connections to the webhook port being served",
+            connections_open.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -282,6 +302,8 @@ impl Default for Metrics {
             errors,
             cert_reloads,
             in_flight,
+            connections,
+            connections_open,
             leader,
         }
     }

@@ -7,8 +7,8 @@ use clap::CommandFactory;
 use serde_json::Value;
 
 use crate::metrics::{
-    CauseLabel, ClusterLabels, KindLabel, LatencyLabels, Metrics, ReasonLabel, ReloadLabel,
-    RequestLabels, StateLabel,
+    CauseLabel, ClusterLabels, KindLabel, LatencyLabels, Metrics, ProtocolLabel, ReasonLabel,
+    ReloadLabel, RequestLabels, StateLabel,
 };
 
 #[cfg(test)]
@@ -112,6 +112,7 @@ pub fn metrics() -> Vec<MetricDoc> {
         cause: crate::cause::Cause::Panic,
     }));
     drop(m.cert_reloads.get_or_create(&ReloadLabel { cause: "" }));
+    drop(m.connections.get_or_create(&ProtocolLabel { protocol: "" }));
     drop(m.shared_clusters.get_or_create(&StateLabel { state: "" }));
     let cluster = ClusterLabels {
         cluster_namespace: String::new(),

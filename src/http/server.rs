@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::health::Health;
+use crate::metrics::{Metrics, ProtocolLabel};
 
 pub struct Listeners {
     pub admission: TcpListener,
@@ -35,6 +36,8 @@ pub struct Webhook {
     pub router: Router,
     pub tls: Arc<rustls::ServerConfig>,
     pub max_connections: usize,
+    /// Counts connections by protocol, and those being served.
+    pub metrics: Arc<Metrics>,
 }
 
 pub struct Drain {
@@ -59,6 +62,7 @@ struct Serving {
     builder: Arc<auto::Builder<TokioExecutor>>,
     router: Router,
     slots: Arc<tokio::sync::Semaphore>,
+    metrics: Arc<Metrics>,
 }
 
 /// Serves until `shutdown` resolves, then drains: readiness goes false, new connections
@@ -78,6 +82,7 @@ pub async fn serve(
         router: admission,
         tls,
         max_connections,
+        metrics,
     } = webhook;
     let acceptor = TlsAcceptor::from(tls);
     health.certs_loaded.store(true, Ordering::Release);
@@ -107,6 +112,7 @@ pub async fn serve(
         builder: Arc::new(builder),
         router: admission,
         slots: Arc::new(tokio::sync::Semaphore::new(max_connections)),
+        metrics,
     };
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
@@ -166,6 +172,7 @@ fn spawn_connection(
     let acceptor = serving.acceptor.clone();
     let builder = serving.builder.clone();
     let service = TowerToHyperService::new(serving.router.clone());
+    let metrics = serving.metrics.clone();
     tokio::spawn(async move {
         let _slot = slot;
         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -179,10 +186,20 @@ fn spawn_connection(
                 return;
             }
         };
+        let protocol = match tls.get_ref().1.alpn_protocol() {
+            Some(b"h2") => "h2",
+            _ => "http/1.1",
+        };
+        metrics
+            .connections
+            .get_or_create(&ProtocolLabel { protocol })
+            .inc();
+        metrics.connections_open.inc();
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
         if let Err(e) = watcher.watch(conn.into_owned()).await {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
+        metrics.connections_open.dec();
     });
 }
 

@@ -117,3 +117,38 @@ async fn with_rayshare_down_objects_are_created_unchanged() {
     let annotations = pod.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key("scheduling.k8s.io/group-name"));
 }
+
+/// The API server keeps one client per webhook and sends its calls over one HTTP/2
+/// connection while it stays open, many at once: why one API server's burst lands on one
+/// rayshare replica (docs/operating.md).
+#[tokio::test]
+async fn the_api_server_sends_a_burst_over_one_http2_connection() {
+    const PODS: usize = 60;
+    let env = TestEnv::new("connections", DEFAULT_CONFIG, 1).await;
+    let rayshare = &env.instances[0];
+    let count = |metrics: &str, series: &str, with: &[&str]| metric_sum(metrics, series, with);
+    let reviewed = |m: &str| count(m, "rayshare_admission_requests_total{", &["kind=\"Pod\""]);
+    let before = rayshare.metrics().await;
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let pod: Pod = serde_json::from_value(sample("volcano-pod.yaml")).unwrap();
+    // Dry runs: every one is reviewed, nothing is stored or made.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let answered = futures::future::join_all((0..PODS).map(|_| pods.create(&dry, &pod))).await;
+    assert!(answered.iter().all(Result::is_ok), "{answered:?}");
+    let after = rayshare.metrics().await;
+    assert_eq!(reviewed(&after) - reviewed(&before), PODS as f64);
+    let connections = |protocol: &str| {
+        let label = format!("protocol=\"{protocol}\"");
+        count(&after, "rayshare_webhook_connections_total{", &[&label])
+    };
+    let (h1, h2) = (connections("http/1.1").abs(), connections("h2").abs());
+    let open = count(&after, "rayshare_webhook_connections_open ", &[]).abs();
+    let seen = format!("{PODS} calls: {h2} HTTP/2, {h1} HTTP/1.1 connections, {open} open");
+    // Over HTTP/1.1 the API server would have opened a connection per call in flight.
+    assert_eq!(h1, 0.0, "{seen}");
+    assert!((1.0..=2.0).contains(&h2), "{seen}");
+    assert_eq!(open, 1.0, "{seen}");
+}

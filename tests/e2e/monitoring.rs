@@ -73,6 +73,10 @@ fn catalog() -> String {
         .get_or_create(&ReloadLabel { cause: "reloaded" })
         .inc();
     m.in_flight.set(1);
+    m.connections
+        .get_or_create(&ProtocolLabel { protocol: "h2" })
+        .inc();
+    m.connections_open.set(1);
     m.leader.set(1);
     m.shared_clusters
         .get_or_create(&StateLabel { state: "busy" })
