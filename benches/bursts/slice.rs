@@ -36,6 +36,8 @@ struct Burst {
     lease_calls: BTreeMap<String, u64>,
     /// Calls on Events (rayshare records one per indexed pod), for stderr.
     event_calls: BTreeMap<String, u64>,
+    /// The last pods answered: when, their slot, the rayshare replica that served them.
+    slowest: Vec<String>,
 }
 
 impl Burst {
@@ -82,6 +84,7 @@ impl Burst {
         let mut slots = BTreeSet::new();
         let mut indexed = 0;
         let mut latencies = Vec::new();
+        let mut answered = Vec::new();
         for (at, pod) in &created {
             let labels = &pod["metadata"]["labels"];
             let replica = labels["ray.io/worker-group-replica-index"].as_str();
@@ -90,8 +93,14 @@ impl Burst {
                 indexed += 1;
                 slots.insert((r.to_string(), h.to_string()));
             }
-            latencies.push(at.saturating_duration_since(started));
+            let after = at.saturating_duration_since(started);
+            latencies.push(after);
+            let shard = labels[SHARD_LABEL].as_str().unwrap_or("-");
+            let slot = format!("{}/{}", replica.unwrap_or("-"), host.unwrap_or("-"));
+            answered.push((after, format!("{} {slot} by {shard}", ms(after))));
         }
+        answered.sort_by_key(|(after, _)| std::cmp::Reverse(*after));
+        let slowest = answered.into_iter().take(8).map(|(_, s)| s).collect();
         Self {
             latencies: Latencies::new(latencies),
             wall,
@@ -105,6 +114,7 @@ impl Burst {
                 .count(),
             lease_calls,
             event_calls,
+            slowest,
         }
     }
 
@@ -132,10 +142,11 @@ fn cpu_by(b: &Burst) -> String {
         .map(|(command, d)| format!("{command} {}", ms(*d)))
         .collect();
     format!(
-        "{} in all: {}; Event calls / pod {}",
+        "{} in all: {}; Event calls / pod {}; last answered (replica/host by rayshare replica): {}",
         ms(b.cpu),
         parts.join(", "),
-        per_pod(&b.event_calls, PODS)
+        per_pod(&b.event_calls, PODS),
+        b.slowest.join(", ")
     )
 }
 
