@@ -21,8 +21,13 @@ pub enum Cause {
     /// Tenant-written text past one of rayshare's bounds (depth, size, expansion).
     InputBound,
     /// More admissions in flight than `--max-in-flight` for longer than half of
-    /// `admissionTimeoutMs`, or request bodies past `--max-buffered-bytes`.
+    /// `admissionTimeoutMs`, request bodies past `--max-buffered-bytes`, or a connection
+    /// past `--max-connections` (closed at once).
     Overloaded,
+    /// A connection to the webhook port whose TLS handshake failed or timed out: a client
+    /// that does not trust rayshare's CA (an API server with a stale `caBundle`), one
+    /// without the client certificate `--client-ca` asks for, or not TLS at all.
+    TlsHandshake,
     NameConflict,
     PoolExhausted,
     ClusterNotCached,
@@ -68,6 +73,7 @@ impl Cause {
             Self::OddObject => "odd_object",
             Self::InputBound => "input_bound",
             Self::Overloaded => "overloaded",
+            Self::TlsHandshake => "tls_handshake",
             Self::NameConflict => "name_conflict",
             Self::PoolExhausted => "pool_exhausted",
             Self::ClusterNotCached => "cluster_not_cached",

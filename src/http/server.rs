@@ -14,6 +14,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use crate::cause::Cause;
 use crate::health::Health;
 use crate::metrics::{Metrics, ProtocolLabel};
 
@@ -165,7 +166,9 @@ fn spawn_connection(
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let Ok(slot) = serving.slots.clone().try_acquire_owned() else {
-        tracing::warn!(%peer, "too many connections (--max-connections); closed this one");
+        let cause = Cause::Overloaded;
+        tracing::warn!(%peer, %cause, "too many connections (--max-connections); closed this one");
+        serving.metrics.error(cause);
         return;
     };
     let _ = stream.set_nodelay(true);
@@ -177,12 +180,15 @@ fn spawn_connection(
         let _slot = slot;
         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
             Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
+            failed => {
+                let cause = Cause::TlsHandshake;
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+                };
+                // Info, not warn: anyone who reaches the port can make one.
+                tracing::info!(%peer, %cause, %error, "TLS handshake failed");
+                metrics.error(cause);
                 return;
             }
         };

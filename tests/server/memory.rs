@@ -119,6 +119,8 @@ async fn connections_past_the_bound_are_closed_at_once() {
         async || server.log().contains("too many connections").then_some(()),
     )
     .await;
+    let refused = r#"rayshare_errors_total{cause="overloaded"} 1"#;
+    server.await_metric(refused, Duration::from_secs(10)).await;
     drop(a);
     let fourth = poll(
         Duration::from_secs(10),

@@ -37,14 +37,21 @@ async fn tls_http1_and_http2() {
         .await
         .expect_err("a client trusting another CA must fail the handshake");
     assert!(err.is_connect(), "{err:?}");
-
-    let metrics = server.metrics().await;
+    // Counted, as the API server's failing handshakes (a stale caBundle) would be.
+    let wait = Duration::from_secs(10);
+    let failed = r#"rayshare_errors_total{cause="tls_handshake"} 1"#;
+    let metrics = server.await_metric(failed, wait).await;
     assert!(
         metrics.contains(
             r#"rayshare_admission_requests_total{kind="other",operation="CREATE",outcome="ignored"} 4"#
         ),
         "{metrics}"
     );
+    // A connection per client, each counted by the protocol its handshake agreed.
+    for (protocol, n) in [("http/1.1", 1), ("h2", 3)] {
+        let line = format!("rayshare_webhook_connections_total{{protocol=\"{protocol}\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line}in\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
