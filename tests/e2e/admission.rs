@@ -1,7 +1,9 @@
 //! The admission contract through the real API server: disabled namespaces, dry runs,
 //! fail-open when rayshare is down, and nothing lost to CRD pruning.
 
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -151,4 +153,52 @@ async fn the_api_server_sends_a_burst_over_one_http2_connection() {
     assert_eq!(h1, 0.0, "{seen}");
     assert!((1.0..=2.0).contains(&h2), "{seen}");
     assert_eq!(open, 1.0, "{seen}");
+}
+
+/// An API server whose `caBundle` no longer names rayshare's CA (a rotation gone wrong):
+/// its calls fail TLS, the pod passes unchanged (`failurePolicy: Ignore`), and both sides
+/// count it: the API server as a fail-open, rayshare as `cause="tls_handshake"`
+/// (docs/runbooks.md, RayshareErrors).
+#[tokio::test]
+async fn a_stale_ca_bundle_fails_open_and_both_sides_count_it() {
+    let env = TestEnv::new("stale-ca", DEFAULT_CONFIG, 1).await;
+    let handshakes = |m: &str| metric_sum(m, "rayshare_errors_total{", &["tls_handshake"]);
+    let rayshare = &env.instances[0];
+    assert_eq!(handshakes(&rayshare.metrics().await), 0.0);
+    let stranger = rayshare::http::certs::generate(&["127.0.0.1".into()]).unwrap();
+    let bundle = data_encoding::BASE64.encode(stranger.ca_pem.as_bytes());
+    let mut mwc = env.webhook_configuration();
+    for webhook in mwc["webhooks"].as_array_mut().unwrap() {
+        webhook["clientConfig"]["caBundle"] = json!(bundle);
+    }
+    let registrations = Api::<MutatingWebhookConfiguration>::all(env.admin.clone());
+    let name = mwc["metadata"]["name"].as_str().unwrap().to_string();
+    let stored = registrations.get(&name).await.unwrap();
+    mwc["metadata"]["resourceVersion"] = json!(stored.metadata.resource_version);
+    let stale: MutatingWebhookConfiguration = serde_json::from_value(mwc).unwrap();
+    registrations
+        .replace(&name, &PostParams::default(), &stale)
+        .await
+        .unwrap();
+    // The API server picks the change up from its own watch: until then rayshare still
+    // answers. A dry-run Volcano pod comes back without rayshare's group once it does.
+    let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
+    let pod: Pod = serde_json::from_value(sample("volcano-pod.yaml")).unwrap();
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("a pod let through unchanged", || async {
+        let created = pods.create(&dry, &pod).await.ok()?;
+        let grouped = created
+            .annotations()
+            .contains_key("scheduling.k8s.io/group-name");
+        (!grouped).then_some(())
+    })
+    .await;
+    assert!(env.api_server_fail_opens().await >= 1.0);
+    wait_for("rayshare to count the failed handshake", || async {
+        (handshakes(&rayshare.metrics().await) >= 1.0).then_some(())
+    })
+    .await;
 }
