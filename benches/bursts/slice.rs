@@ -95,12 +95,22 @@ impl Burst {
             }
             let after = at.saturating_duration_since(started);
             latencies.push(after);
-            let shard = labels[SHARD_LABEL].as_str().unwrap_or("-");
-            let slot = format!("{}/{}", replica.unwrap_or("-"), host.unwrap_or("-"));
-            answered.push((after, format!("{} {slot} by {shard}", ms(after))));
+            answered.push((after, labels));
         }
         answered.sort_by_key(|(after, _)| std::cmp::Reverse(*after));
-        let slowest = answered.into_iter().take(8).map(|(_, s)| s).collect();
+        let label = |labels: &Value, key: &str| labels[key].as_str().unwrap_or("-").to_string();
+        let slowest = answered
+            .into_iter()
+            .take(8)
+            .map(|(after, l)| {
+                let slot = format!(
+                    "{}/{}",
+                    label(l, "ray.io/worker-group-replica-index"),
+                    label(l, "ray.io/replica-host-index")
+                );
+                format!("{} {slot} by {}", ms(after), label(l, SHARD_LABEL))
+            })
+            .collect();
         Self {
             latencies: Latencies::new(latencies),
             wall,

@@ -56,7 +56,13 @@ pub fn group_for(
 /// it: every one makes it at once.
 pub fn leave_to_admitter(cfg: &PodGroups, admitted_here: bool, age: Option<Duration>) -> bool {
     let grace = Duration::from_secs(cfg.unconfirmed_grace_seconds);
-    cfg.create_at_admission && !admitted_here && age.is_some_and(|age| age < grace)
+    made_elsewhere(cfg, admitted_here) && age.is_some_and(|age| age < grace)
+}
+
+/// Whether the pod's group was most likely made by another replica's admission: a
+/// create would be refused, so a read comes first.
+pub fn made_elsewhere(cfg: &PodGroups, admitted_here: bool) -> bool {
+    cfg.create_at_admission && !admitted_here
 }
 
 /// Whether a stored pod is past needing a group: going, or over.

@@ -178,14 +178,14 @@ fn spawn_connection(
     let metrics = serving.metrics.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => tls,
-            failed => {
+        let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
+            .await
+            .map_err(|_| format!("no handshake within {HANDSHAKE_TIMEOUT:?}"))
+            .and_then(|accepted| accepted.map_err(|e| e.to_string()));
+        let tls = match handshake {
+            Ok(tls) => tls,
+            Err(error) => {
                 let cause = Cause::TlsHandshake;
-                let error = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
-                };
                 // Info, not warn: anyone who reaches the port can make one.
                 tracing::info!(%peer, %cause, %error, "TLS handshake failed");
                 metrics.error(cause);

@@ -115,7 +115,7 @@ async fn look<W: Background>(cx: &Cx<'_, W>, pod: &Value, ns: &str, uid: &str) -
     };
     // Another replica's pod, past the grace: most likely its admitter took the group up
     // already, which one read says (a create would be refused, then read).
-    if cfg.create_at_admission && !admitted_here {
+    if stored_pod_group::made_elsewhere(cfg, admitted_here) {
         match cx.world.get(Kind::PodGroup, &group_key, timeout).await {
             Ok(Some(found)) => {
                 return take_up(cx, &found, uid, &group_key, (&group, timeout), created).await;

@@ -128,8 +128,7 @@ async fn the_api_server_sends_a_burst_over_one_http2_connection() {
     const PODS: usize = 60;
     let env = TestEnv::new("connections", DEFAULT_CONFIG, 1).await;
     let rayshare = &env.instances[0];
-    let count = |metrics: &str, series: &str, with: &[&str]| metric_sum(metrics, series, with);
-    let reviewed = |m: &str| count(m, "rayshare_admission_requests_total{", &["kind=\"Pod\""]);
+    let reviewed = |m: &str| metric_sum(m, "rayshare_admission_requests_total{", &["kind=\"Pod\""]);
     let before = rayshare.metrics().await;
     let pods: Api<Pod> = Api::namespaced(env.admin.clone(), &env.ns);
     let pod: Pod = serde_json::from_value(sample("volcano-pod.yaml")).unwrap();
@@ -144,10 +143,10 @@ async fn the_api_server_sends_a_burst_over_one_http2_connection() {
     assert_eq!(reviewed(&after) - reviewed(&before), PODS as f64);
     let connections = |protocol: &str| {
         let label = format!("protocol=\"{protocol}\"");
-        count(&after, "rayshare_webhook_connections_total{", &[&label])
+        metric_sum(&after, "rayshare_webhook_connections_total{", &[&label])
     };
     let (h1, h2) = (connections("http/1.1").abs(), connections("h2").abs());
-    let open = count(&after, "rayshare_webhook_connections_open ", &[]).abs();
+    let open = metric_sum(&after, "rayshare_webhook_connections_open ", &[]).abs();
     let seen = format!("{PODS} calls: {h2} HTTP/2, {h1} HTTP/1.1 connections, {open} open");
     // Over HTTP/1.1 the API server would have opened a connection per call in flight.
     assert_eq!(h1, 0.0, "{seen}");

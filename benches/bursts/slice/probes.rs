@@ -11,16 +11,13 @@ use crate::harness::*;
 
 /// The sum over every instance of the metric lines `counted` picks.
 async fn metric_sum(env: &TestEnv, counted: impl Fn(&str) -> bool) -> u64 {
-    let mut n = 0.0;
-    for instance in &env.instances {
-        for line in instance.metrics().await.lines().filter(|l| counted(l)) {
-            n += line
-                .rsplit(' ')
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0);
-        }
-    }
+    let n: f64 = env
+        .metrics()
+        .await
+        .lines()
+        .filter(|l| counted(l))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
     n as u64
 }
 

@@ -84,17 +84,13 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     // Every pod its own group: a fail-open would leave the pod to Volcano's group per
     // owner, which is what rayshare replaces. Counted here only to say why if one happened
     // (the API server's count is by webhook name, and each test's webhook has its own).
-    let mut failed_open = 0;
-    for instance in &env.instances {
-        let counted = metric_sum(
-            &instance.metrics().await,
-            "rayshare_admission_requests_total{",
-            &["kind=\"Pod\"", "outcome=\"failed_open\""],
-        );
-        failed_open += counted as u64;
-    }
+    let failed_open = metric_sum(
+        &env.metrics().await,
+        "rayshare_admission_requests_total{",
+        &["kind=\"Pod\"", "outcome=\"failed_open\""],
+    ) as u64;
     let api_server_failed_open = env.api_server_fail_opens().await as u64;
-    let log: String = env.instances.iter().map(|i| i.log_text()).collect();
+    let log = env.log_text();
     let sent_again = log.matches("create not answered yet: sent again").count();
     eprintln!(
         "[admission-groups] rayshare's admission time per pod: {}; creates sent again: \
@@ -136,10 +132,7 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
         *phases.entry(phase.to_string()).or_default() += 1;
     }
     eprintln!("[admission-groups] the groups' phases (queue room for one pod): {phases:?}");
-    let mut metrics = String::new();
-    for instance in &env.instances {
-        metrics += &instance.metrics().await;
-    }
+    let metrics = env.metrics().await;
     for line in metrics.lines().filter(|l| {
         [
             "rayshare_objects_created_total",
@@ -155,8 +148,7 @@ async fn a_thousand_pods_at_once_each_get_their_group() {
     }
     // rayshare's warnings, by message (what the errors above were).
     let mut warnings: BTreeMap<String, usize> = BTreeMap::new();
-    let log: String = env.instances.iter().map(|i| i.log_text()).collect();
-    for line in log.lines() {
+    for line in env.log_text().lines() {
         if let Some((_, rest)) = line.split_once(" WARN ") {
             let what: Vec<&str> = rest
                 .split_whitespace()

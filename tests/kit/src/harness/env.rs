@@ -218,6 +218,21 @@ impl TestEnv {
         .await;
     }
 
+    /// Every instance's `/metrics`, one after another: `metric_sum` over it sums the
+    /// replicas.
+    pub async fn metrics(&self) -> String {
+        let mut all = String::new();
+        for instance in &self.instances {
+            all += &instance.metrics().await;
+        }
+        all
+    }
+
+    /// Every instance's log, one after another.
+    pub fn log_text(&self) -> String {
+        self.instances.iter().map(|i| i.log_text()).collect()
+    }
+
     pub fn api(&self, ar: &ApiResource, namespace: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.admin.clone(), namespace, ar)
     }
